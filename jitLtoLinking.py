@@ -347,7 +347,7 @@ def read_build_report(build: Build, device_kernel) -> float:
     build.inlined = build.calls_left == 0 and "user_transform" not in facts.functions
     if device_kernel is not None:
         build.kernel = device_kernel
-        build.registers = device_kernel.attributes.num_regs()
+        build.registers = device_kernel.attributes.num_regs
         build.registers_from = "kernel attributes"
     else:
         build.registers = utils.registers_from_link_log(build.link_log, "apply_transform")
@@ -546,6 +546,12 @@ class Run(contextlib.ExitStack):
         finally:
             timings = self.record["timings_s"]
             timings[name] = timings.get(name, 0.0) + time.perf_counter() - start
+
+    def print_timings(self) -> None:
+        """One line: where the wall time of the run went so far."""
+        timings = self.record["timings_s"]
+        parts = ", ".join(f"{name} {seconds:.2f} s" for name, seconds in timings.items() if name != "total")
+        print(f"\nWall time {time.perf_counter() - self.started:.2f} s since start: {parts}")
 
     # --- setup --------------------------------------------------------------
 
@@ -846,6 +852,7 @@ def main(argv=None) -> int:
             if args.benchmark:
                 ok_bench = benchmark(run, builder, plugin, [b for b in (ptx, lto) if not b.skipped])
 
+            run.print_timings()
             print()
             if ok_ptx and ok_lto and ok_swap and ok_bench:
                 how = "" if plugin.reference is not None else f" (cross-checked: {plugin.name} has no NumPy reference)"
