@@ -241,7 +241,7 @@ class Builder:
         self.arch = arch
         self.cache = cache
         self.timer = timer or (lambda name: contextlib.nullcontext())
-        self.compiled: list[str] = []  # names of the translation units NVRTC compiled
+        self.compiled: list[tuple[str, str]] = []  # (translation unit, target) of every NVRTC compile
         self.driver_note_shown = False
 
     def compile(self, source: str, name: str, target: str):
@@ -270,7 +270,7 @@ class Builder:
             program.close()
         record["ms"] = (time.perf_counter() - start) * 1e3
         if record["cache"] != "hit":
-            self.compiled.append(name)
+            self.compiled.append((name, target))
         if self.cache is not None:
             record.update(remember_compile_time(self.cache, key, record))
         self.explain_driver_warning(caught)
@@ -292,7 +292,10 @@ class Builder:
 
     def link(self, objects, lto: bool) -> tuple[bytes, float, str]:
         """Link object codes into a cubin with nvJitLink; return it, the link time and the info log."""
-        options = LinkerOptions(arch=self.arch, link_time_optimization=lto, verbose=True)
+        # verbose: ptxas reports registers in the info log. no_cache: nvJitLink
+        # would otherwise reuse an earlier run's work, and the link time shown
+        # would not be the time a link takes.
+        options = LinkerOptions(arch=self.arch, link_time_optimization=lto, verbose=True, no_cache=True)
         linker = Linker(*objects, options=options)
         try:
             start = time.perf_counter()
@@ -343,8 +346,10 @@ def read_build_report(build: Build, device_kernel) -> float:
     """Fill in registers and call/inline facts from the built code; return the time it took in ms."""
     start = time.perf_counter()
     facts = utils.read_cubin(build.cubin)
+    build.inlined = not facts.has_function("user_transform")
     build.calls_left = facts.calls_from("apply_transform", "user_transform")
-    build.inlined = build.calls_left == 0 and "user_transform" not in facts.functions
+    if not build.inlined and build.calls_left == 0:
+        build.calls_left = None  # a private copy called by relative address: its call sites are not in the ELF
     if device_kernel is not None:
         build.kernel = device_kernel
         build.registers = device_kernel.attributes.num_regs
@@ -359,6 +364,8 @@ def print_build_report(build: Build) -> None:
     """One line: compile and link time, cubin size, registers, and whether user_transform was inlined."""
     if build.inlined:
         calls = "user_transform inlined (0 calls left)"
+    elif build.calls_left is None:
+        calls = "user_transform still a function (a private copy the kernel calls)"
     else:
         calls = f"user_transform still a call ({build.calls_left} call sites)"
     link = "no link" if build.link_ms is None else f"link {build.link_ms:.1f} ms"
@@ -557,8 +564,6 @@ class Run(contextlib.ExitStack):
 
     def prepare(self) -> None:
         """Check the request against the machine, then set up device, stream, cache and buffers."""
-        if IMPORT_PROBLEM:
-            raise utils.SampleError(IMPORT_PROBLEM)
         args = self.args
         self.record["versions"] = library_versions()
         self.cache = self.open_cache(args.cache_dir) if args.cache_dir else None
@@ -655,30 +660,28 @@ class Run(contextlib.ExitStack):
         """Poison the output, launch the build's kernel and wait for it."""
         d_out = self.d_out if d_out is None else d_out
         with self.phase("launch"):
-            utils.poison(d_out)  # an element the kernel never writes stays NaN and fails
+            utils.poison(d_out, self.stream)  # an element the kernel never writes stays NaN and fails
             launch_transform(build.kernel, self.stream, self.d_in, d_out, grid or grid_size(d_out.size, self.max_grid))
             self.stream.sync()
 
-    def verify(self, build: Build, plugin: Plugin, d_out=None) -> bool:
-        """Check the build's output against the plug-in's NumPy reference and print the verdict."""
-        d_out = self.d_out if d_out is None else d_out
+    def verify(self, build: Build, plugin: Plugin, quiet: bool = False) -> bool:
+        """Check d_out against the plug-in's NumPy reference, or else against the PTX result in d_ref."""
         with self.phase("verify"):
-            build.verification = utils.verify_against_reference(d_out, self.host_input, plugin.reference, self.cupy_stream)
-        return self.print_verdict(build, "result verified against NumPy reference")
-
-    def cross_check(self, build: Build, other: Build, d_a, d_b) -> bool:
-        """Check two builds' outputs against each other (for a plug-in with no NumPy reference)."""
-        with self.phase("verify"):
-            build.verification = utils.cross_check(d_a, d_b)
-        return self.print_verdict(build, f"result cross-checked against the {other.label} build: they match")
-
-    def print_verdict(self, build: Build, success: str) -> bool:
-        verification = build.verification
-        if verification.ok:
+            if plugin.reference is not None:
+                expected = lambda start, stop: plugin.reference(self.host_input[start:stop])  # noqa: E731
+                verification = utils.verify(self.d_out, expected, self.cupy_stream, "reference")
+                success = "result verified against NumPy reference"
+            else:
+                expected = lambda start, stop: cp.asnumpy(self.d_ref[start:stop], stream=self.cupy_stream)  # noqa: E731
+                verification = utils.verify(self.d_out, expected, self.cupy_stream, "cross-check")
+                success = "result cross-checked against the ptx build: they match"
+        if build.verification is None:
+            build.verification = verification
+        if not verification.ok:
+            print(f"  [{build.label}] FAILED: {verification.describe()}")
+        elif not quiet:
             print(f"  [{build.label}] {verification.describe()}")
             print(f"  [{build.label}] {success}")
-        else:
-            print(f"  [{build.label}] FAILED: {verification.describe()}")
         return verification.ok
 
 
@@ -727,9 +730,9 @@ def benchmark(run: Run, builder: Builder, plugin: Plugin, builds: list[Build]) -
     nbytes = 8 * run.args.elements  # 4 bytes read and 4 written per element
     rows, all_ok = [], True
     for build in builds:
-        utils.poison(run.d_out)
+        utils.poison(run.d_out, run.stream)
         ms = utils.median_time_ms(run.stream, lambda b=build: launch_transform(b.kernel, run.stream, run.d_in, run.d_out, grid_size(run.d_out.size, run.max_grid)))
-        ok = check_benchmark_output(run, plugin, build)
+        ok = run.verify(build, plugin, quiet=True)
         all_ok &= ok
         rows.append([build.label, build.compile_ms, build.link_ms, len(build.cubin), build.registers, build.calls_left, ms, ok])
 
@@ -737,14 +740,13 @@ def benchmark(run: Run, builder: Builder, plugin: Plugin, builds: list[Build]) -
         transform = cp.ElementwiseKernel(
             "float32 x", "float32 y", "const float t = x * x + 3.0f * x - 1.0f; y = t > 0.0f ? t : 0.0f;", "cupy_default_transform"
         )
-        utils.poison(run.d_out)
+        utils.poison(run.d_out, run.stream)
         start = time.perf_counter()
         transform(run.d_in, run.d_out)  # the first call compiles (or loads from CuPy's cache) and launches
         run.stream.sync()
         first_call_ms = (time.perf_counter() - start) * 1e3
         ms = utils.median_time_ms(run.stream, lambda: transform(run.d_in, run.d_out))
-        cupy_build = Build("cupy elementwise")
-        ok = check_benchmark_output(run, plugin, cupy_build)
+        ok = run.verify(Build("cupy elementwise"), plugin, quiet=True)
         all_ok &= ok
         rows.append(["cupy elementwise", first_call_ms, None, None, None, None, ms, ok])
     else:
@@ -770,17 +772,6 @@ def benchmark(run: Run, builder: Builder, plugin: Plugin, builds: list[Build]) -
     return all_ok
 
 
-def check_benchmark_output(run: Run, plugin: Plugin, build: Build) -> bool:
-    """Verify what the last timed launch wrote, so every benchmarked build is also a verified one."""
-    if plugin.reference is not None:
-        verification = utils.verify_against_reference(run.d_out, run.host_input, plugin.reference, run.cupy_stream)
-    else:
-        verification = utils.cross_check(run.d_out, run.d_ref)
-    if not verification.ok:
-        print(f"  [{build.label}] FAILED: {verification.describe()}")
-    return verification.ok
-
-
 def fmt(value, digits: int):
     return None if value is None else f"{value:,.{digits}f}"
 
@@ -793,6 +784,9 @@ def fmt(value, digits: int):
 def main(argv=None) -> int:
     """Build the library and the plug-ins, link with and without LTO, launch, verify, compare."""
     args = parse_args(argv)
+    if IMPORT_PROBLEM:
+        print(f"{PROG}: error: {IMPORT_PROBLEM}", file=sys.stderr)
+        return 1  # EXIT_FAILED; the Utilities module that names it may be the thing missing
     try:
         with Run(args) as run:
             builder = Builder(run.arch, run.cache, timer=run.phase)
@@ -825,19 +819,18 @@ def main(argv=None) -> int:
             lto = build_linked(run, builder, "lto", plugin, target="ltoir", library=(library_ltoir, library_record))
             if gpu:
                 run.launch(lto)
-                if plugin.reference is not None:
-                    ok_lto = run.verify(lto, plugin)
-                else:
-                    ok_lto = run.cross_check(lto, ptx, run.d_out, run.d_ref)
+                ok_lto = run.verify(lto, plugin)
 
             # [3] Plug-in swap: the library's LTO-IR from step [2] is linked
             # again with another plug-in; only the plug-in is compiled.
             print("\n[3] Plug-in swap")
-            library_compiles = builder.compiled.count("library.cu")
+            compiles_before = len(builder.compiled)
             swap = build_linked(run, builder, "swap", SWAP_PLUGIN, target="ltoir", library=(library_ltoir, None))
+            in_this_step = ", ".join(name for name, _ in builder.compiled[compiles_before:]) or "nothing (cache hit)"
+            library_ltoir_compiles = builder.compiled.count(("library.cu", "ltoir"))
             print(
-                f"  [swap] library LTO-IR reused from step [2]: compiled {library_compiles} time(s) before this "
-                f"step, {builder.compiled.count('library.cu') - library_compiles} time(s) in it; NVRTC compiled only {SWAP_PLUGIN.name}"
+                f"  [swap] library LTO-IR reused from step [2], not compiled again: NVRTC compiled {in_this_step} "
+                f"in this step; library.cu to LTO-IR {library_ltoir_compiles} time(s) in this run"
             )
             if gpu:
                 run.launch(swap)

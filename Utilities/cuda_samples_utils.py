@@ -9,8 +9,8 @@ The sample script tells its story; the plumbing lives here:
 * reading facts off a linked cubin (which functions it holds, which calls are
   left) and off a linker's info log (registers),
 * drawing a large random input in chunks, with progress,
-* verifying a device array against a NumPy reference, chunk by chunk, with
-  bounded host memory, and cross-checking two device arrays,
+* verifying a device array chunk by chunk, with bounded host memory, against
+  a NumPy reference or against another device array (a cross-check),
 * timing a launch with CUDA events (median of repeats),
 * printing a table.
 """
@@ -176,17 +176,28 @@ class CubinFacts:
     # calls[caller][callee]: call sites in caller's code still pointing at callee
     calls: dict[str, dict[str, int]] = field(default_factory=dict)
 
+    @staticmethod
+    def names(symbol: str, function: str) -> bool:
+        """Whether `symbol` is `function` or a copy LTO made of it for one caller ($caller$function)."""
+        return symbol == function or symbol.endswith(f"${function}")
+
+    def has_function(self, function: str) -> bool:
+        return any(self.names(symbol, function) for symbol in self.functions)
+
     def calls_from(self, caller: str, callee: str) -> int:
-        return self.calls.get(caller, {}).get(callee, 0)
+        """Call sites in caller's section that point at callee through a relocation."""
+        return sum(n for symbol, n in self.calls.get(caller, {}).items() if self.names(symbol, callee))
 
 
 def read_cubin(cubin: bytes) -> CubinFacts:
     """List a cubin's functions and the call sites between them.
 
-    A call from one function to another that the linker could not inline
-    stays in the cubin as a relocation in the caller's `.rel(a).text.<caller>`
-    section, naming the callee's symbol; an inlined callee has none, and a
-    callee nobody calls any more is not in the symbol table at all.
+    A call from one function to another in its own section stays in the
+    cubin as a relocation in the caller's `.rel(a).text.<caller>` section,
+    naming the callee's symbol; an inlined callee that nobody calls any more
+    is not in the symbol table at all. (LTO may also keep a private copy of a
+    function inside the caller's own section, called by relative address:
+    that copy is in the symbol table, but its calls need no relocation.)
     """
     if cubin[:4] != b"\x7fELF" or cubin[4] != 2:
         raise ValueError("not a 64-bit ELF cubin")
@@ -367,24 +378,28 @@ class Verification:
         return {**asdict(self), "ok": self.ok}
 
 
-def poison(device_array) -> None:
-    """Fill a float32 CuPy array with POISON_BITS on the current stream."""
-    device_array.view(np.uint32).fill(POISON_BITS)
+def poison(device_array, stream) -> None:
+    """Fill a float32 CuPy array with POISON_BITS, with cuda.core's 4-byte Buffer.fill on `stream`."""
+    from cuda.core import Buffer
+
+    view = Buffer.from_handle(device_array.data.ptr, device_array.nbytes, owner=device_array)
+    view.fill(struct.pack("<I", POISON_BITS), stream=stream)
 
 
 def compare(got: np.ndarray, want: np.ndarray, rtol: float, atol: float, method: str) -> Verification:
-    """Element-wise |got - want| <= atol + rtol * |want|; NaN where a number is due is wrong."""
+    """Element-wise |got - want| <= atol + rtol * |want|, NaN-aware; a poisoned element is always wrong."""
     error = np.abs(got - want)
+    unwritten = (got.view(np.uint32) == POISON_BITS) | (want.view(np.uint32) == POISON_BITS)
     # NaN in both is a match (a plug-in may return NaN); NaN in one only is not.
     both_nan = np.isnan(got) & np.isnan(want)
-    ok = (error <= atol + rtol * np.abs(want)) | both_nan
+    ok = ((error <= atol + rtol * np.abs(want)) | both_nan) & ~unwritten
     bad = ok.size - int(np.count_nonzero(ok))
     finite = error[np.isfinite(error)]
     return Verification(
         method=method,
         checked=got.size,
         bad=bad,
-        unwritten=int(np.count_nonzero(got.view(np.uint32) == POISON_BITS)),
+        unwritten=int(np.count_nonzero(unwritten)),
         first_bad=int(np.argmin(ok)) if bad else None,
         max_error=float(finite.max()) if finite.size else 0.0,
         rtol=rtol,
@@ -392,28 +407,27 @@ def compare(got: np.ndarray, want: np.ndarray, rtol: float, atol: float, method:
     )
 
 
-def verify_against_reference(
-    device_out, host_input: np.ndarray, reference, stream, rtol: float = 1e-5, atol: float = 1e-5
-) -> Verification:
-    """Check a CuPy result against reference(host_input) in float32, chunk by chunk.
+def verify(device_out, expected, cupy_stream, method: str, rtol: float = 1e-5, atol: float = 1e-5) -> Verification:
+    """Check a float32 CuPy array chunk by chunk against expected(start, stop), a NumPy array.
 
-    Host memory stays bounded: each worker holds one chunk of the result and its
-    reference at a time, never a full-size copy. Chunks run on a thread pool,
-    since NumPy releases the GIL inside its loops.
+    `expected` computes a NumPy reference for the chunk, or copies the same
+    chunk of another GPU result (a cross-check). Host memory stays bounded:
+    each worker holds one chunk at a time, never a full-size copy. Chunks run
+    on a thread pool, since NumPy releases the GIL inside its loops.
     """
     import cupy as cp
 
-    total = Verification("reference", rtol=rtol, atol=atol)
-    progress = Progress("verify", host_input.size)
+    total = Verification(method, rtol=rtol, atol=atol)
+    progress = Progress("verify", device_out.size)
     workers = max(1, min(8, os.cpu_count() or 1))
 
     def check(start: int, stop: int) -> Verification:
-        got = cp.asnumpy(device_out[start:stop], stream=stream)
-        return compare(got, reference(host_input[start:stop]), rtol, atol, "reference")
+        got = cp.asnumpy(device_out[start:stop], stream=cupy_stream)
+        return compare(got, expected(start, stop), rtol, atol, method)
 
     with concurrent.futures.ThreadPoolExecutor(workers) as pool:
         pending = []  # at most 2 * workers chunks in flight bounds host memory
-        for start, stop in chunk_ranges(host_input.size, CHUNK_ELEMENTS):
+        for start, stop in chunk_ranges(device_out.size, CHUNK_ELEMENTS):
             pending.append((start, pool.submit(check, start, stop)))
             if len(pending) >= 2 * workers:
                 first, future = pending.pop(0)
@@ -422,36 +436,6 @@ def verify_against_reference(
         for first, future in pending:
             total.merge(first, future.result())
             progress.update(total.checked)
-    return total
-
-
-def cross_check(device_a, device_b, rtol: float = 1e-5, atol: float = 1e-5) -> Verification:
-    """Compare two CuPy float32 results on the device, chunk by chunk, NaN-aware.
-
-    An element equal in both (NaN included) matches; an element either build
-    never wrote (still poisoned) does not.
-    """
-    import cupy as cp
-
-    total = Verification("cross-check", rtol=rtol, atol=atol)
-    for start, stop in chunk_ranges(device_a.size, CHUNK_ELEMENTS):
-        a, b = device_a[start:stop], device_b[start:stop]
-        unwritten = (a.view(cp.uint32) == POISON_BITS) | (b.view(cp.uint32) == POISON_BITS)
-        ok = cp.isclose(a, b, rtol=rtol, atol=atol, equal_nan=True) & ~unwritten
-        bad = int(ok.size - cp.count_nonzero(ok))
-        error = cp.abs(a - b)
-        finite = cp.where(cp.isfinite(error), error, 0)
-        total.merge(
-            start,
-            Verification(
-                "cross-check",
-                checked=stop - start,
-                bad=bad,
-                unwritten=int(cp.count_nonzero(unwritten)),
-                first_bad=int(cp.argmin(ok)) if bad else None,
-                max_error=float(finite.max()),
-            ),
-        )
     return total
 
 
