@@ -114,7 +114,11 @@ def test_a_plugin_using_math_constant_data_helpers_and_templates_links():
 @pytest.mark.parametrize("name", ["typo.cu", "empty.cu"])
 def test_a_plugin_without_user_transform_shows_the_nvjitlink_log(name):
     result = run_sample("--compile-only", "--arch", ARCH, "--plugin", str(PLUGINS / name))
-    assert_clean_failure(result, 1, "nvJitLink", "'user_transform' is not defined", "Unresolved extern function 'user_transform'")
+    assert_clean_failure(result, 1, "'user_transform' is not defined", "nvJitLink log:")
+    log = result.stderr.split("nvJitLink log:", 1)[1]
+    # LTO reports it from ptxas; PTX linking (where a driver lets it run first) from the linker.
+    assert "Unresolved extern function 'user_transform'" in log or "Undefined reference to 'user_transform'" in log
+    assert "\0" not in result.stderr
 
 
 def test_a_plugin_with_another_signature_is_a_compile_error_naming_user_transform():
@@ -173,23 +177,27 @@ def test_the_program_cache_misses_then_hits_and_changes_miss(tmp_path):
         assert result.returncode == 0, result.stderr
         return json.loads(result.stdout), result.stderr
 
+    def states(record):
+        return {(c["module"], c["target"]): c["cache"] for b in record["builds"] for c in b["compiles"]}
+
     first, _ = run()
-    assert [c["cache"] for b in first["builds"] for c in b["compiles"]] == ["miss", "miss", "miss"]
+    lto_modules = {("library.cu", "ltoir"), ("default_plugin.cu", "ltoir"), ("swap_plugin.cu", "ltoir")}
+    assert lto_modules <= set(states(first)) and set(states(first).values()) == {"miss"}
 
     second, story = run()
+    assert states(second) == {key: "hit" for key in states(first)}
     compiles = [c for b in second["builds"] for c in b["compiles"]]
-    assert [c["cache"] for c in compiles] == ["hit", "hit", "hit"]
     assert all(c["saved_ms"] is not None and c["saved_ms"] >= 0 for c in compiles)
     assert "cache hit: library.cu" in story and "saved" in story
 
     changed = tmp_path / "changed.cu"
     changed.write_text(sample.DEFAULT_PLUGIN_SOURCE.replace("3.0f", "4.0f"))
     third, _ = run("--plugin", str(changed))
-    states = {c["module"]: c["cache"] for b in third["builds"] for c in b["compiles"]}
-    assert states == {"library.cu": "hit", "changed.cu": "miss", "swap_plugin.cu": "hit"}
+    for (module, target), state in states(third).items():
+        assert state == ("miss" if module == "changed.cu" else "hit"), (module, target)
 
     other_arch, _ = run("--arch", "sm_80")
-    assert {c["cache"] for b in other_arch["builds"] for c in b["compiles"]} == {"miss"}
+    assert set(states(other_arch).values()) == {"miss"}
 
 
 def test_the_cache_key_follows_the_options(tmp_path):

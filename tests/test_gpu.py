@@ -1,0 +1,219 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) 2026, the jitLtoLinking authors
+"""End-to-end runs on a GPU. Marked gpu: skipped, with the reason, where there is none."""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import resource
+
+import numpy as np
+import pytest
+from conftest import PLUGINS, assert_clean_failure, run_sample, sample, utils
+
+pytestmark = pytest.mark.gpu
+
+ORIGINAL_LINES = [
+    "[1] PTX linking (no LTO)",
+    "  [ptx] result verified against NumPy reference",
+    "[2] LTO linking (link-time optimization)",
+    "  [lto] result verified against NumPy reference",
+    "Both PTX and LTO linked kernels produced matching results. Done",
+]
+
+
+def test_default_run_prints_the_original_lines_and_verifies_every_step():
+    result = run_sample()
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("Device: ") and lines[1].startswith("Compute Capability: ")
+    for line in ORIGINAL_LINES:
+        assert line in lines, line
+    assert [line for line in lines if line.startswith("[")] == [
+        "[1] PTX linking (no LTO)",
+        "[2] LTO linking (link-time optimization)",
+        "[3] Plug-in swap",
+    ]
+    assert "  [swap] result verified against NumPy reference" in lines
+    assert lines[-1] == ORIGINAL_LINES[-1]
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("elements", [1, 3, 255, 256, 257, 65536, 2**20 + 3])
+def test_every_size_verifies_in_every_step(elements, capsys):
+    assert sample.main(["--elements", str(elements)]) == 0
+    out = capsys.readouterr().out
+    for label in ("ptx", "lto", "swap"):
+        assert f"  [{label}] {elements:,} elements checked" in out
+        assert f"  [{label}] result verified against NumPy reference" in out
+
+
+@pytest.fixture(scope="module")
+def lto_kernel():
+    """The LTO build of library and default plug-in for this GPU, loaded, with a stream CuPy shares."""
+    import cupy as cp
+    from cuda.core import Device, ObjectCode
+
+    info = utils.list_devices()[0]
+    device = Device(0)
+    device.set_current()
+    builder = sample.Builder(info.arch)
+    library, _ = builder.compile(sample.LIBRARY_SOURCE, "library.cu", "ltoir")
+    plugin, _ = builder.compile(sample.DEFAULT_PLUGIN.translation_unit(), "plugin.cu", "ltoir")
+    cubin, _, _ = builder.link([library, plugin], lto=True)
+    stream = device.create_stream()
+    with cp.cuda.Stream.from_external(stream) as cupy_stream:
+        yield ObjectCode.from_cubin(cubin).get_kernel("apply_transform"), stream, cupy_stream
+    stream.close()
+    cp.get_default_memory_pool().free_all_blocks()
+
+
+def launch_and_check(kernel, stream, cupy_stream, d_in, d_out, grid):
+    import cupy as cp
+
+    utils.poison(d_out, stream)
+    sample.launch_transform(kernel, stream, d_in, d_out, grid)
+    stream.sync()
+    host_in = cp.asnumpy(d_in, stream=cupy_stream)
+    expected = lambda start, stop: sample.default_reference(host_in[start:stop])  # noqa: E731
+    return utils.verify(d_out, expected, cupy_stream, "reference")
+
+
+@pytest.mark.parametrize("offsets", [(1, 1), (3, 3), (1, 2), (0, 3)])
+@pytest.mark.parametrize("elements", [1, 5, 1001, 65536 + 3])
+def test_views_not_aligned_to_16_bytes_are_correct(lto_kernel, offsets, elements):
+    import cupy as cp
+
+    kernel, stream, cupy_stream = lto_kernel
+    in_offset, out_offset = offsets
+    d_in_base = cp.asarray(utils.standard_normal_float32(elements + in_offset, seed=1))
+    d_out_base = cp.empty(elements + out_offset, dtype=cp.float32)
+    d_in, d_out = d_in_base[in_offset:], d_out_base[out_offset:]
+    assert d_in.data.ptr % 16 != 0 or d_out.data.ptr % 16 != 0
+    utils.poison(d_out_base, stream)
+    check = launch_and_check(kernel, stream, cupy_stream, d_in, d_out, sample.grid_size(elements, 2**31 - 1))
+    assert check.ok, check.describe()
+    # The elements in front of the output view are not the kernel's: they stay poisoned.
+    before = cp.asnumpy(d_out_base[:out_offset]).view(np.uint32)
+    assert (before == utils.POISON_BITS).all()
+
+
+@pytest.mark.parametrize("grid", [1, 3, 7])
+def test_small_grids_cover_every_element_through_the_grid_stride_loop(lto_kernel, grid):
+    import cupy as cp
+
+    kernel, stream, cupy_stream = lto_kernel
+    d_in = cp.asarray(utils.standard_normal_float32(300_001, seed=2))
+    d_out = cp.empty_like(d_in)
+    check = launch_and_check(kernel, stream, cupy_stream, d_in, d_out, grid)
+    assert check.ok and check.checked == 300_001, check.describe()
+
+
+def test_an_unwritten_element_fails_verification(lto_kernel):
+    import cupy as cp
+
+    kernel, stream, cupy_stream = lto_kernel
+    d_in = cp.asarray(utils.standard_normal_float32(4096, seed=3))
+    d_out = cp.empty_like(d_in)
+    # Launch over a view that stops 5 elements short: those stay poisoned.
+    utils.poison(d_out, stream)
+    sample.launch_transform(kernel, stream, d_in[:-5], d_out[:-5], 4)
+    stream.sync()
+    host_in = cp.asnumpy(d_in)
+    check = utils.verify(d_out, lambda a, b: sample.default_reference(host_in[a:b]), cupy_stream, "reference")
+    assert (check.bad, check.unwritten, check.first_bad) == (5, 5, 4091)
+
+
+def test_cross_check_catches_a_mismatch_between_two_results(lto_kernel):
+    import cupy as cp
+
+    _, _, cupy_stream = lto_kernel
+    first = cp.asarray(utils.standard_normal_float32(10_000, seed=4))
+    second = first.copy()
+    assert utils.verify(second, lambda a, b: cp.asnumpy(first[a:b]), cupy_stream, "cross-check").ok
+    second[1234] += 1.0
+    check = utils.verify(second, lambda a, b: cp.asnumpy(first[a:b]), cupy_stream, "cross-check")
+    assert (check.bad, check.first_bad) == (1, 1234) and check.max_error == pytest.approx(1.0, rel=1e-3)
+
+
+def test_a_custom_plugin_runs_end_to_end_with_a_cross_check():
+    result = run_sample("--plugin", str(PLUGINS / "math_constant_template.cu"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    assert "math_constant_template.cu has no NumPy reference" in out
+    assert "  [lto] result cross-checked against the ptx build: they match" in out
+    assert "  [swap] result verified against NumPy reference" in out
+    assert "(cross-checked: math_constant_template.cu has no NumPy reference). Done" in out
+
+
+def test_benchmark_verifies_every_build_and_computes_percentages_from_measured_times(tmp_path):
+    path = tmp_path / "bench.json"
+    result = run_sample("--elements", str(2**22), "--benchmark", "--json", str(path))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "[4] Benchmark" in result.stdout and "% of copy" in result.stdout
+    rows = {row["build"]: row for row in json.loads(path.read_text())["benchmark"]["rows"]}
+    assert set(rows) == {"ptx", "lto", "whole program", "cupy elementwise", "device copy"}
+    copy_ms = rows["device copy"]["kernel_ms"]
+    for name, row in rows.items():
+        assert row["kernel_ms"] > 0
+        assert row["percent_of_copy"] == pytest.approx(100 * copy_ms / row["kernel_ms"])
+        assert row["gb_per_s"] == pytest.approx(8 * 2**22 / (row["kernel_ms"] * 1e-3) / 1e9)
+        if name != "device copy":
+            assert row["verified"] is True, name
+    assert rows["lto"]["calls_left"] == 0 and rows["ptx"]["calls_left"] > 0
+
+
+def test_json_records_device_builds_and_verification(tmp_path):
+    path = tmp_path / "run.json"
+    result = run_sample("--elements", "1000", "--json", str(path))
+    assert result.returncode == 0, result.stderr
+    record = json.loads(path.read_text())
+    assert record["exit_code"] == 0 and record["elements"] == 1000
+    assert record["device"]["name"] and record["device"]["arch"].startswith("sm_")
+    labels = [build["build"] for build in record["builds"]]
+    assert labels == ["ptx", "lto", "swap"]
+    for build in record["builds"]:
+        assert build["registers_from"] == "kernel attributes" and build["registers"] > 0
+        assert build["verification"]["ok"] is True and build["verification"]["checked"] == 1000
+    assert record["builds"][1]["user_transform_inlined"] is True
+    assert record["builds"][0]["user_transform_inlined"] is False
+
+
+def test_a_device_index_past_the_last_lists_the_devices():
+    count = len(utils.list_devices())
+    assert_clean_failure(run_sample("--device", str(count)), 2, f"--device {count} does not exist", "0: ")
+
+
+def test_too_many_elements_for_the_device_says_needed_and_free():
+    assert_clean_failure(run_sample("--elements", "100000000000"), 2, "needs", "of device memory", "is free")
+
+
+def test_main_twice_in_one_process_leaves_no_device_memory_behind(capsys):
+    import cupy as cp
+
+    assert sample.main(["--elements", str(2**20)]) == 0
+    gc.collect()
+    free_after_first, _ = cp.cuda.runtime.memGetInfo()
+    current_before = cp.cuda.get_current_stream()
+    assert sample.main(["--elements", str(2**20), "--benchmark"]) == 0
+    gc.collect()
+    free_after_second, _ = cp.cuda.runtime.memGetInfo()
+    pool = cp.get_default_memory_pool()
+    assert pool.used_bytes() == 0 and pool.total_bytes() == 0
+    assert abs(free_after_second - free_after_first) <= 4 * 2**20
+    assert cp.cuda.get_current_stream() == current_before
+    capsys.readouterr()
+
+
+@pytest.mark.large
+@pytest.mark.skipif(os.environ.get("JITLTO_LARGE") != "1", reason="set JITLTO_LARGE=1 to verify 2^32 + 4097 elements (minutes, ~35 GB of GPU memory)")
+def test_more_than_2_to_the_32_elements_verify_in_bounded_host_memory():
+    elements = 2**32 + 4097
+    result = run_sample("--elements", str(elements), timeout=1800)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    for label in ("ptx", "lto", "swap"):
+        assert f"  [{label}] {elements:,} elements checked" in result.stdout
+    peak_bytes = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+    assert peak_bytes <= 5 * elements + 2**30, f"peak host memory {peak_bytes:,} bytes"
