@@ -8,6 +8,8 @@ import gc
 import json
 import os
 import resource
+import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -211,9 +213,15 @@ def test_main_twice_in_one_process_leaves_no_device_memory_behind(capsys):
 @pytest.mark.skipif(os.environ.get("JITLTO_LARGE") != "1", reason="set JITLTO_LARGE=1 to verify 2^32 + 4097 elements (minutes, ~35 GB of GPU memory)")
 def test_more_than_2_to_the_32_elements_verify_in_bounded_host_memory():
     elements = 2**32 + 4097
+    start = time.perf_counter()
     result = run_sample("--elements", str(elements), timeout=1800)
+    wall_s = time.perf_counter() - start
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     for label in ("ptx", "lto", "swap"):
         assert f"  [{label}] {elements:,} elements checked" in result.stdout
     peak_bytes = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
-    assert peak_bytes <= 5 * elements + 2**30, f"peak host memory {peak_bytes:,} bytes"
+    limit = 5 * elements + 2**30
+    if os.environ.get("JITLTO_LARGE_REPORT"):  # where a GPU runner keeps the figures
+        figures = {"elements": elements, "wall_s": wall_s, "peak_host_bytes": peak_bytes, "limit_bytes": limit}
+        Path(os.environ["JITLTO_LARGE_REPORT"]).write_text(json.dumps(figures) + "\n" + result.stdout)
+    assert peak_bytes <= limit, f"peak host memory {peak_bytes:,} bytes, limit {limit:,}"
