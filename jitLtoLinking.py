@@ -38,7 +38,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import re
 import sys
 import time
@@ -263,7 +262,7 @@ class Builder:
             with self.timer("compile"), warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", RuntimeWarning)
                 code = program.compile(target, cache=self.cache)
-        except Exception as exc:  # NVRTC's log says what is wrong with the source
+        except Exception as exc:  # noqa: BLE001 -- whatever NVRTC raises, its log is the message
             log = str(exc).split("compilation log:", 1)[-1].strip()
             raise utils.SampleError(f"NVRTC could not compile {name}:\n{log}") from None
         finally:
@@ -306,7 +305,7 @@ class Builder:
                 cubin = linker.link("cubin")
             elapsed_ms = (time.perf_counter() - start) * 1e3
             return bytes(cubin.code), elapsed_ms, linker.get_info_log()
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 -- whatever nvJitLink raises, its log is the message
             log = linker.get_error_log() if linker is not None else str(exc)
             raise utils.SampleError(link_error_message(log.replace("\0", "").strip())) from None
         finally:
@@ -408,26 +407,19 @@ def launch_transform(kernel, stream, d_in, d_out, grid: int) -> None:
 # =============================================================================
 
 
-def element_count(text: str) -> int:
-    """argparse type for --elements: a whole number, at least 1."""
-    try:
-        value = int(text, 10)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a whole number of elements, at least 1 (got {text!r})") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1 (got {value})")
-    return value
+def whole_number(minimum: int, what: str):
+    """An argparse type: a whole number, at least `minimum`; `what` says what is expected."""
 
+    def parse(text: str) -> int:
+        try:
+            value = int(text, 10)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be {what} (got {text!r})") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum} (got {value})")
+        return value
 
-def device_index(text: str) -> int:
-    """argparse type for --device: a whole number, 0 or more."""
-    try:
-        value = int(text, 10)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a device number such as 0 (got {text!r})") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more (got {value})")
-    return value
+    return parse
 
 
 def architecture(text: str) -> str:
@@ -452,8 +444,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         description="Link a library kernel with a plug-in device function at run time, "
         "with PTX linking and with LTO, and verify both.",
     )
-    parser.add_argument("--elements", type=element_count, default=65536, metavar="N", help="elements to transform (default 65536)")
-    parser.add_argument("--device", type=device_index, default=0, metavar="D", help="GPU to use (default 0)")
+    parser.add_argument("--elements", type=whole_number(1, "a whole number of elements, at least 1"), default=65536, metavar="N", help="elements to transform (default 65536)")
+    parser.add_argument("--device", type=whole_number(0, "a device number such as 0"), default=0, metavar="D", help="GPU to use (default 0)")
     parser.add_argument("--plugin", type=Path, metavar="FILE.cu", help='your own plug-in: must define extern "C" __device__ float user_transform(float)')
     parser.add_argument("--benchmark", action="store_true", help="time every build against CuPy and a device-to-device copy")
     parser.add_argument("--json", metavar="PATH", help="write every figure of the run as JSON to PATH ('-' for standard output)")
@@ -672,11 +664,11 @@ class Run(contextlib.ExitStack):
         """Check d_out against the plug-in's NumPy reference, or else against the PTX result in d_ref."""
         with self.phase("verify"):
             if plugin.reference is not None:
-                expected = lambda start, stop: plugin.reference(self.host_input[start:stop])  # noqa: E731
+                expected = lambda start, stop: plugin.reference(self.host_input[start:stop])
                 verification = utils.verify(self.d_out, expected, self.cupy_stream, "reference")
                 success = "result verified against NumPy reference"
             else:
-                expected = lambda start, stop: cp.asnumpy(self.d_ref[start:stop], stream=self.cupy_stream)  # noqa: E731
+                expected = lambda start, stop: cp.asnumpy(self.d_ref[start:stop], stream=self.cupy_stream)
                 verification = utils.verify(self.d_out, expected, self.cupy_stream, "cross-check")
                 success = "result cross-checked against the ptx build: they match"
         if build.verification is None:

@@ -21,7 +21,6 @@ import concurrent.futures
 import os
 import re
 import struct
-import sys
 import time
 from dataclasses import asdict, dataclass, field
 

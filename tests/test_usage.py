@@ -24,7 +24,7 @@ def test_bad_element_count_is_a_usage_error(value, phrase):
     assert_clean_failure(run_sample("--elements", value), 2, "--elements", phrase)
 
 
-@pytest.mark.parametrize(("value", "phrase"), [("-1", "must be 0 or more"), ("x", "must be a device number")])
+@pytest.mark.parametrize(("value", "phrase"), [("-1", "must be at least 0 (got -1)"), ("x", "must be a device number")])
 def test_bad_device_index_is_a_usage_error(value, phrase):
     assert_clean_failure(run_sample("--device", value), 2, "--device", phrase)
 
