@@ -444,14 +444,37 @@ def parse_args(argv=None) -> argparse.Namespace:
         description="Link a library kernel with a plug-in device function at run time, "
         "with PTX linking and with LTO, and verify both.",
     )
-    parser.add_argument("--elements", type=whole_number(1, "a whole number of elements, at least 1"), default=65536, metavar="N", help="elements to transform (default 65536)")
-    parser.add_argument("--device", type=whole_number(0, "a device number such as 0"), default=0, metavar="D", help="GPU to use (default 0)")
-    parser.add_argument("--plugin", type=Path, metavar="FILE.cu", help='your own plug-in: must define extern "C" __device__ float user_transform(float)')
-    parser.add_argument("--benchmark", action="store_true", help="time every build against CuPy and a device-to-device copy")
-    parser.add_argument("--json", metavar="PATH", help="write every figure of the run as JSON to PATH ('-' for standard output)")
-    parser.add_argument("--cache-dir", type=Path, metavar="DIR", help="keep compiled PTX and LTO-IR in DIR across runs (cuda.core program cache)")
-    parser.add_argument("--compile-only", action="store_true", help="build and report without launching (no GPU needed with --arch)")
-    parser.add_argument("--arch", type=architecture, metavar="sm_XX", help="architecture to build for; only with --compile-only")
+    add = parser.add_argument
+    add(
+        "--elements",
+        type=whole_number(1, "a whole number of elements, at least 1"),
+        default=65536,
+        metavar="N",
+        help="elements to transform (default 65536)",
+    )
+    add(
+        "--device",
+        type=whole_number(0, "a device number such as 0"),
+        default=0,
+        metavar="D",
+        help="GPU to use (default 0)",
+    )
+    add(
+        "--plugin",
+        type=Path,
+        metavar="FILE.cu",
+        help='your own plug-in: must define extern "C" __device__ float user_transform(float)',
+    )
+    add("--benchmark", action="store_true", help="time every build against CuPy and a device-to-device copy")
+    add("--json", metavar="PATH", help="write every figure of the run as JSON to PATH ('-' for standard output)")
+    add(
+        "--cache-dir",
+        type=Path,
+        metavar="DIR",
+        help="keep compiled PTX and LTO-IR in DIR across runs (cuda.core program cache)",
+    )
+    add("--compile-only", action="store_true", help="build and report without launching (no GPU needed with --arch)")
+    add("--arch", type=architecture, metavar="sm_XX", help="architecture to build for; only with --compile-only")
     args = parser.parse_args(argv)
     if args.arch and not args.compile_only:
         parser.error("--arch only applies with --compile-only: a run on a GPU builds for that GPU's own architecture")
@@ -620,7 +643,9 @@ class Run(contextlib.ExitStack):
             probe.write_bytes(b"")
             probe.unlink()
         except OSError as exc:
-            raise utils.UsageError(f"--cache-dir {directory}: cannot use it as a cache ({exc.strerror or exc})") from None
+            raise utils.UsageError(
+                f"--cache-dir {directory}: cannot use it as a cache ({exc.strerror or exc})"
+            ) from None
         self.callback(cache.close)
         return cache
 
@@ -660,16 +685,22 @@ class Run(contextlib.ExitStack):
             launch_transform(build.kernel, self.stream, self.d_in, d_out, grid or grid_size(d_out.size, self.max_grid))
             self.stream.sync()
 
+    def reference_chunk(self, plugin: Plugin):
+        """expected(start, stop) for utils.verify: the plug-in's NumPy reference on that slice of the input."""
+        return lambda start, stop: plugin.reference(self.host_input[start:stop])
+
+    def ptx_result_chunk(self, start: int, stop: int):
+        """expected(start, stop) for utils.verify: the PTX build's result, kept on the device for a cross-check."""
+        return cp.asnumpy(self.d_ref[start:stop], stream=self.cupy_stream)
+
     def verify(self, build: Build, plugin: Plugin, quiet: bool = False) -> bool:
         """Check d_out against the plug-in's NumPy reference, or else against the PTX result in d_ref."""
         with self.phase("verify"):
             if plugin.reference is not None:
-                expected = lambda start, stop: plugin.reference(self.host_input[start:stop])
-                verification = utils.verify(self.d_out, expected, self.cupy_stream, "reference")
+                verification = utils.verify(self.d_out, self.reference_chunk(plugin), self.cupy_stream, "reference")
                 success = "result verified against NumPy reference"
             else:
-                expected = lambda start, stop: cp.asnumpy(self.d_ref[start:stop], stream=self.cupy_stream)
-                verification = utils.verify(self.d_out, expected, self.cupy_stream, "cross-check")
+                verification = utils.verify(self.d_out, self.ptx_result_chunk, self.cupy_stream, "cross-check")
                 success = "result cross-checked against the ptx build: they match"
         if build.verification is None:
             build.verification = verification
@@ -725,16 +756,24 @@ def benchmark(run: Run, builder: Builder, plugin: Plugin, builds: list[Build]) -
 
     nbytes = 8 * run.args.elements  # 4 bytes read and 4 written per element
     rows, all_ok = [], True
+    grid = grid_size(run.d_out.size, run.max_grid)
     for build in builds:
         utils.poison(run.d_out, run.stream)
-        ms = utils.median_time_ms(run.stream, lambda b=build: launch_transform(b.kernel, run.stream, run.d_in, run.d_out, grid_size(run.d_out.size, run.max_grid)))
+        ms = utils.median_time_ms(
+            run.stream, lambda b=build: launch_transform(b.kernel, run.stream, run.d_in, run.d_out, grid)
+        )
         ok = run.verify(build, plugin, quiet=True)
         all_ok &= ok
-        rows.append([build.label, build.compile_ms, build.link_ms, len(build.cubin), build.registers, build.calls_left, ms, ok])
+        rows.append(
+            [build.label, build.compile_ms, build.link_ms, len(build.cubin), build.registers, build.calls_left, ms, ok]
+        )
 
     if plugin.reference is default_reference:
         transform = cp.ElementwiseKernel(
-            "float32 x", "float32 y", "const float t = x * x + 3.0f * x - 1.0f; y = t > 0.0f ? t : 0.0f;", "cupy_default_transform"
+            "float32 x",
+            "float32 y",
+            "const float t = x * x + 3.0f * x - 1.0f; y = t > 0.0f ? t : 0.0f;",
+            "cupy_default_transform",
         )
         utils.poison(run.d_out, run.stream)
         start = time.perf_counter()
@@ -749,7 +788,10 @@ def benchmark(run: Run, builder: Builder, plugin: Plugin, builds: list[Build]) -
         print("  (no CuPy ElementwiseKernel row: it would need your plug-in's formula written for CuPy)")
 
     copy_ms = utils.median_time_ms(
-        run.stream, lambda: run.d_out.data.copy_from_device_async(run.d_in.data, run.d_in.nbytes, stream=cp.cuda.get_current_stream())
+        run.stream,
+        lambda: run.d_out.data.copy_from_device_async(
+            run.d_in.data, run.d_in.nbytes, stream=cp.cuda.get_current_stream()
+        ),
     )
     rows.append(["device copy", None, None, None, None, None, copy_ms, None])
 
@@ -758,15 +800,50 @@ def benchmark(run: Run, builder: Builder, plugin: Plugin, builds: list[Build]) -
         gbps = nbytes / (ms * 1e-3) / 1e9
         pct = 100.0 * copy_ms / ms
         json_rows.append(
-            {"build": label, "compile_ms": compile_ms, "link_ms": link_ms, "cubin_bytes": cubin_bytes, "registers": registers,
-             "calls_left": calls, "kernel_ms": ms, "gb_per_s": gbps, "percent_of_copy": pct, "verified": ok}
+            {
+                "build": label,
+                "compile_ms": compile_ms,
+                "link_ms": link_ms,
+                "cubin_bytes": cubin_bytes,
+                "registers": registers,
+                "calls_left": calls,
+                "kernel_ms": ms,
+                "gb_per_s": gbps,
+                "percent_of_copy": pct,
+                "verified": ok,
+            }
         )
-        table.append([label, fmt(compile_ms, 1), fmt(link_ms, 1), cubin_bytes, registers, calls, fmt(ms, 4), fmt(gbps, 0), fmt(pct, 1)])
-    print(f"  {run.args.elements:,} elements, {nbytes:,} bytes moved per launch; median of 25 launches after 5 warm-ups")
-    utils.print_table(["build", "compile ms", "link ms", "cubin bytes", "registers", "calls left", "kernel ms", "GB/s", "% of copy"], table)
+        table.append(
+            [
+                label,
+                fmt(compile_ms, 1),
+                fmt(link_ms, 1),
+                cubin_bytes,
+                registers,
+                calls,
+                fmt(ms, 4),
+                fmt(gbps, 0),
+                fmt(pct, 1),
+            ]
+        )
+    print(
+        f"  {run.args.elements:,} elements, {nbytes:,} bytes moved per launch; median of 25 launches after 5 warm-ups"
+    )
+    utils.print_table(
+        ["build", "compile ms", "link ms", "cubin bytes", "registers", "calls left", "kernel ms", "GB/s", "% of copy"],
+        table,
+    )
     if plugin.reference is default_reference:
-        print("  (cupy elementwise: 'compile ms' is its first call, which compiles or loads from CuPy's own cache, and launches)")
-    run.record["benchmark"] = {"elements": run.args.elements, "bytes_per_launch": nbytes, "repeats": 25, "warmup": 5, "rows": json_rows}
+        print(
+            "  (cupy elementwise: 'compile ms' is its first call, which compiles or loads from CuPy's own cache, and launches)"
+        )
+    run.record["benchmark"] = {
+        "elements": run.args.elements,
+        "bytes_per_launch": nbytes,
+        "repeats": 25,
+        "warmup": 5,
+        "rows": json_rows,
+    }
     return all_ok
 
 
@@ -806,7 +883,9 @@ def main(argv=None) -> int:
                     # A user's plug-in has no NumPy reference: keep this result to
                     # cross-check against the LTO build in step [2].
                     run.d_ref, run.d_out = run.d_out, cp.empty_like(run.d_out)
-                    print(f"  [ptx] launched; {plugin.name} has no NumPy reference, so step [2] cross-checks the two builds")
+                    print(
+                        f"  [ptx] launched; {plugin.name} has no NumPy reference, so step [2] cross-checks the two builds"
+                    )
                     ok_ptx = True
 
             # [2] LTO: each module is compiled to LTO-IR (NVVM's intermediate

@@ -91,9 +91,7 @@ def list_devices() -> list[DeviceInfo]:
         _driver_call(driver.cuInit(0))
         count = _driver_call(driver.cuDeviceGetCount())
     except RuntimeError as exc:  # no libcuda.so, or a driver that has no device
-        raise WaivedError(
-            f"no usable CUDA driver or GPU ({exc}); this run is waived (exit {EXIT_WAIVED})"
-        ) from None
+        raise WaivedError(f"no usable CUDA driver or GPU ({exc}); this run is waived (exit {EXIT_WAIVED})") from None
     if count == 0:
         raise WaivedError(f"the CUDA driver sees no GPU; this run is waived (exit {EXIT_WAIVED})")
     devices = []
@@ -101,12 +99,8 @@ def list_devices() -> list[DeviceInfo]:
     for index in range(count):
         handle = _driver_call(driver.cuDeviceGet(index))
         name = _driver_call(driver.cuDeviceGetName(256, handle)).split(b"\0", 1)[0].decode()
-        major = _driver_call(
-            driver.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, handle)
-        )
-        minor = _driver_call(
-            driver.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, handle)
-        )
+        major = _driver_call(driver.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, handle))
+        minor = _driver_call(driver.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, handle))
         devices.append(DeviceInfo(index, name, (major, minor)))
     return devices
 
@@ -200,7 +194,7 @@ def read_cubin(cubin: bytes) -> CubinFacts:
     """
     if cubin[:4] != b"\x7fELF" or cubin[4] != 2:
         raise ValueError("not a 64-bit ELF cubin")
-    shoff, = struct.unpack_from("<Q", cubin, 0x28)
+    (shoff,) = struct.unpack_from("<Q", cubin, 0x28)
     shentsize, shnum, shstrndx = struct.unpack_from("<HHH", cubin, 0x3A)
     sections = []
     for i in range(shnum):
@@ -229,7 +223,7 @@ def read_cubin(cubin: bytes) -> CubinFacts:
             if kind in (_SHT_RELA, _SHT_REL) and name.startswith(prefix):
                 caller = calls.setdefault(name[len(prefix) :], {})
                 for entry in range(offset, offset + size, entsize):
-                    r_info, = struct.unpack_from("<Q", cubin, entry + 8)
+                    (r_info,) = struct.unpack_from("<Q", cubin, entry + 8)
                     callee = symbols[r_info >> 32]
                     if callee in functions:
                         caller[callee] = caller.get(callee, 0) + 1
@@ -479,4 +473,3 @@ def print_table(headers: list[str], rows: list[list]) -> None:
         print("  " + line.rstrip())
         if n == 0:
             print("  " + "  ".join("-" * width for width in widths))
-

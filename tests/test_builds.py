@@ -50,7 +50,9 @@ def test_separately_compiled_machine_code_stays_a_call_and_every_call_site_is_co
 
 
 def test_a_recursive_plugin_cannot_be_inlined_and_is_reported_as_a_function():
-    source = 'extern "C" __device__ float user_transform(float x) { return x > 1.0f ? 1.0f + user_transform(0.5f * x) : x; }'
+    source = (
+        'extern "C" __device__ float user_transform(float x) { return x > 1.0f ? 1.0f + user_transform(0.5f * x) : x; }'
+    )
     build, _ = lto_build(sample.Plugin("recursive.cu", source))
     assert build.inlined is False
     assert utils.read_cubin(build.cubin).has_function("user_transform")
@@ -123,7 +125,9 @@ def test_a_plugin_without_user_transform_shows_the_nvjitlink_log(name):
 
 def test_a_plugin_with_another_signature_is_a_compile_error_naming_user_transform():
     result = run_sample("--compile-only", "--arch", ARCH, "--plugin", str(PLUGINS / "wrong_signature.cu"))
-    assert_clean_failure(result, 1, "NVRTC could not compile wrong_signature.cu", "wrong_signature.cu(2)", '"user_transform"')
+    assert_clean_failure(
+        result, 1, "NVRTC could not compile wrong_signature.cu", "wrong_signature.cu(2)", '"user_transform"'
+    )
 
 
 def test_a_plugin_that_does_not_compile_shows_the_nvrtc_log_with_file_and_line():
@@ -145,7 +149,9 @@ def test_compile_only_builds_and_reports_without_a_gpu(tmp_path):
         assert "[ptx] skipped" in out and "no driver" in ptx["skipped"]
     assert lto["registers_from"] == "linker log" and lto["registers"] > 0
     assert lto["user_transform_inlined"] is True and lto["user_transform_calls_left"] == 0
-    assert swap["compiles"] == [{"module": "swap_plugin.cu", "target": "ltoir", "cache": "off", "ms": swap["compile_ms"]}]
+    assert swap["compiles"] == [
+        {"module": "swap_plugin.cu", "target": "ltoir", "cache": "off", "ms": swap["compile_ms"]}
+    ]
     assert record["exit_code"] == 0 and record["arch"] == ARCH
 
 
@@ -165,7 +171,15 @@ def test_json_to_standard_output_is_pure_json_and_the_story_goes_to_stderr():
     for key in ("nvrtc", "cuda_core", "cupy", "numpy"):
         assert record["versions"][key]
     for build in record["builds"]:
-        for key in ("build", "compile_ms", "link_ms", "cubin_bytes", "registers", "user_transform_inlined", "verification"):
+        for key in (
+            "build",
+            "compile_ms",
+            "link_ms",
+            "cubin_bytes",
+            "registers",
+            "user_transform_inlined",
+            "verification",
+        ):
             assert key in build
 
 

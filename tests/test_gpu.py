@@ -210,7 +210,10 @@ def test_main_twice_in_one_process_leaves_no_device_memory_behind(capsys):
 
 
 @pytest.mark.large
-@pytest.mark.skipif(os.environ.get("JITLTO_LARGE") != "1", reason="set JITLTO_LARGE=1 to verify 2^32 + 4097 elements (minutes, ~35 GB of GPU memory)")
+@pytest.mark.skipif(
+    os.environ.get("JITLTO_LARGE") != "1",
+    reason="set JITLTO_LARGE=1 to verify 2^32 + 4097 elements (minutes, ~35 GB of GPU memory)",
+)
 def test_more_than_2_to_the_32_elements_verify_in_bounded_host_memory():
     elements = 2**32 + 4097
     start = time.perf_counter()

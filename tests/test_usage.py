@@ -80,7 +80,10 @@ def test_cache_dir_that_cannot_be_created_is_a_usage_error(tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")
     assert_clean_failure(
-        run_sample("--compile-only", "--arch", "sm_90", "--cache-dir", str(blocker / "cache")), 2, "--cache-dir", "cannot use it"
+        run_sample("--compile-only", "--arch", "sm_90", "--cache-dir", str(blocker / "cache")),
+        2,
+        "--cache-dir",
+        "cannot use it",
     )
 
 
@@ -113,7 +116,16 @@ def test_missing_utilities_folder_is_named_not_pip(tmp_path):
 def test_help_lists_every_option():
     result = run_sample("--help")
     assert result.returncode == 0
-    for option in ("--elements", "--device", "--plugin", "--benchmark", "--json", "--cache-dir", "--compile-only", "--arch"):
+    for option in (
+        "--elements",
+        "--device",
+        "--plugin",
+        "--benchmark",
+        "--json",
+        "--cache-dir",
+        "--compile-only",
+        "--arch",
+    ):
         assert option in result.stdout
 
 
