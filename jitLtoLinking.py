@@ -281,9 +281,11 @@ class Builder:
             message = str(warning.message)
             if "driver version is older" in message:
                 if not self.driver_note_shown:
+                    version = utils.driver_version()
+                    driver = f"this driver (CUDA {version})" if version else "this driver"
                     print(
-                        f"  note: this driver (CUDA {utils.driver_version()}) could not load PTX from this "
-                        "newer NVRTC itself; it does not need to: nvJitLink turns the PTX into a cubin"
+                        f"  note: {driver} could not load PTX from this newer NVRTC itself; "
+                        "it does not need to: nvJitLink turns the PTX into a cubin"
                     )
                     self.driver_note_shown = True
             else:

@@ -220,3 +220,33 @@ def test_the_cache_key_follows_the_options(tmp_path):
     again = sample.Builder(ARCH, cache).compile("__device__ int f() { return 1; }", "m.cu", "ltoir")[1]
     as_cubin = sample.Builder(ARCH, cache).compile("__device__ int f() { return 1; }", "m.cu", "cubin")[1]
     assert (first["cache"], again["cache"], as_cubin["cache"]) == ("miss", "hit", "miss")
+
+
+def test_the_driver_older_than_nvrtc_warning_becomes_one_explaining_line(capsys):
+    import warnings
+
+    text = (
+        "The CUDA driver version is older than the backend version. "
+        "The generated ptx will not be loadable by the current driver."
+    )
+    caught = [warnings.WarningMessage(RuntimeWarning(text), RuntimeWarning, "x.py", 1) for _ in range(2)]
+    builder = sample.Builder(ARCH)
+    builder.explain_driver_warning(caught)
+    builder.explain_driver_warning(caught)
+    out = capsys.readouterr().out
+    assert out.count("note:") == 1 and "nvJitLink turns the PTX into a cubin" in out
+
+
+def test_other_compiler_warnings_are_passed_on():
+    import warnings
+
+    other = warnings.WarningMessage(RuntimeWarning("something else"), RuntimeWarning, "x.py", 1)
+    with pytest.warns(RuntimeWarning, match="something else"):
+        sample.Builder(ARCH).explain_driver_warning([other])
+
+
+def test_a_failed_build_still_writes_the_json_record_with_its_exit_code(tmp_path):
+    path = tmp_path / "run.json"
+    result = run_sample("--compile-only", "--arch", ARCH, "--plugin", str(PLUGINS / "typo.cu"), "--json", str(path))
+    assert result.returncode == 1
+    assert json.loads(path.read_text())["exit_code"] == 1
