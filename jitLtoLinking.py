@@ -47,6 +47,7 @@ from pathlib import Path
 
 PROG = "jitLtoLinking.py"
 HERE = Path(__file__).resolve().parent
+INSTALL_HINT = f"install what the sample needs with: python -m pip install -r {HERE / 'requirements.txt'}"
 sys.path.insert(0, str(HERE / "Utilities"))
 
 # The third-party imports are checked here but reported from main(), after
@@ -67,10 +68,7 @@ except ModuleNotFoundError as exc:
             "restore it from the repository"
         )
     else:
-        IMPORT_PROBLEM = (
-            f"the Python package that provides '{exc.name}' is not installed; "
-            f"install what the sample needs with: python -m pip install -r {HERE / 'requirements.txt'}"
-        )
+        IMPORT_PROBLEM = f"the Python package that provides '{exc.name}' is not installed; {INSTALL_HINT}"
 except ImportError as exc:  # a package that is there but broken (e.g. mismatched versions)
     IMPORT_PROBLEM = f"{exc}; reinstall with: python -m pip install -r {HERE / 'requirements.txt'}"
 
@@ -236,9 +234,11 @@ class Builder:
     compiled again, and uses cuda.core's program cache when one is given.
     """
 
-    def __init__(self, arch: str, cache=None, timer=None):
+    def __init__(self, arch: str, cache=None, timer=None, cache_dir: Path | None = None):
         self.arch = arch
         self.cache = cache
+        # The program cache keeps only compiled bytes; compile times live beside it.
+        self.times_file = cache_dir / "jitLtoLinking-compile-times.json" if cache_dir else None
         self.timer = timer or (lambda name: contextlib.nullcontext())
         self.compiled: list[tuple[str, str]] = []  # (translation unit, target) of every NVRTC compile
         self.driver_note_shown = False
@@ -256,22 +256,26 @@ class Builder:
         if self.cache is not None:
             key = make_program_cache_key(code=source, code_type="c++", options=options, target_type=target)
             record["cache"] = "hit" if self.cache.get(key) is not None else "miss"
-        program = Program(source, "c++", options)
+        program = None
         start = time.perf_counter()
         try:
             with self.timer("compile"), warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", RuntimeWarning)
+                program = Program(source, "c++", options)
                 code = program.compile(target, cache=self.cache)
         except Exception as exc:  # noqa: BLE001 -- whatever NVRTC raises, its log is the message
+            if "compilation log:" not in str(exc):
+                raise utils.SampleError(f"NVRTC could not run ({exc}); {INSTALL_HINT}") from None
             log = str(exc).split("compilation log:", 1)[-1].strip()
             raise utils.SampleError(f"NVRTC could not compile {name}:\n{log}") from None
         finally:
-            program.close()
+            if program is not None:
+                program.close()
         record["ms"] = (time.perf_counter() - start) * 1e3
         if record["cache"] != "hit":
             self.compiled.append((name, target))
-        if self.cache is not None:
-            record.update(remember_compile_time(self.cache, key, record))
+        if self.times_file is not None:
+            record.update(remember_compile_time(self.times_file, key, record))
         self.explain_driver_warning(caught)
         return code, record
 
@@ -308,20 +312,21 @@ class Builder:
             elapsed_ms = (time.perf_counter() - start) * 1e3
             return bytes(cubin.code), elapsed_ms, linker.get_info_log()
         except Exception as exc:  # noqa: BLE001 -- whatever nvJitLink raises, its log is the message
-            log = linker.get_error_log() if linker is not None else str(exc)
+            if linker is None:
+                raise utils.SampleError(f"nvJitLink could not run ({exc}); {INSTALL_HINT}") from None
+            log = linker.get_error_log()
             raise utils.SampleError(link_error_message(log.replace("\0", "").strip())) from None
         finally:
             if linker is not None:
                 linker.close()
 
 
-def remember_compile_time(cache, key: bytes, record: dict) -> dict:
+def remember_compile_time(times_file: Path, key: bytes, record: dict) -> dict:
     """On a cache miss, note how long the compile took; on a hit, say how much time it saved.
 
     The program cache stores only the compiled bytes, so the compile time
     that a hit saves is kept in a small file beside the cache's entries.
     """
-    times_file = Path(cache._root) / "jitLtoLinking-compile-times.json"
     try:
         known = json.loads(times_file.read_text())
     except (OSError, ValueError):
@@ -866,7 +871,7 @@ def main(argv=None) -> int:
         return 1  # EXIT_FAILED; the Utilities module that names it may be the thing missing
     try:
         with Run(args) as run:
-            builder = Builder(run.arch, run.cache, timer=run.phase)
+            builder = Builder(run.arch, run.cache, timer=run.phase, cache_dir=args.cache_dir)
             plugin = DEFAULT_PLUGIN
             if args.plugin is not None:
                 plugin = Plugin(args.plugin.name, args.plugin_source, reference=None, path=args.plugin)

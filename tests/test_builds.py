@@ -216,9 +216,15 @@ def test_the_program_cache_misses_then_hits_and_changes_miss(tmp_path):
 
 def test_the_cache_key_follows_the_options(tmp_path):
     cache = sample.FileStreamProgramCache(tmp_path)
-    first = sample.Builder(ARCH, cache).compile("__device__ int f() { return 1; }", "m.cu", "ltoir")[1]
-    again = sample.Builder(ARCH, cache).compile("__device__ int f() { return 1; }", "m.cu", "ltoir")[1]
-    as_cubin = sample.Builder(ARCH, cache).compile("__device__ int f() { return 1; }", "m.cu", "cubin")[1]
+    first = sample.Builder(ARCH, cache, cache_dir=tmp_path).compile(
+        "__device__ int f() { return 1; }", "m.cu", "ltoir"
+    )[1]
+    again = sample.Builder(ARCH, cache, cache_dir=tmp_path).compile(
+        "__device__ int f() { return 1; }", "m.cu", "ltoir"
+    )[1]
+    as_cubin = sample.Builder(ARCH, cache, cache_dir=tmp_path).compile(
+        "__device__ int f() { return 1; }", "m.cu", "cubin"
+    )[1]
     assert (first["cache"], again["cache"], as_cubin["cache"]) == ("miss", "hit", "miss")
 
 

@@ -79,7 +79,10 @@ def launch_and_check(kernel, stream, cupy_stream, d_in, d_out, grid):
     sample.launch_transform(kernel, stream, d_in, d_out, grid)
     stream.sync()
     host_in = cp.asnumpy(d_in, stream=cupy_stream)
-    expected = lambda start, stop: sample.default_reference(host_in[start:stop])
+
+    def expected(start, stop):
+        return sample.default_reference(host_in[start:stop])
+
     return utils.verify(d_out, expected, cupy_stream, "reference")
 
 
