@@ -58,7 +58,7 @@ try:
     import cuda_samples_utils as utils
     import cupy as cp
     import numpy as np
-    from cuda.core import Device, LaunchConfig, Linker, LinkerOptions, Program, ProgramOptions, launch
+    from cuda.core import Device, LaunchConfig, Linker, LinkerOptions, ObjectCode, Program, ProgramOptions, launch
     from cuda.core.utils import FileStreamProgramCache, make_program_cache_key
 except ModuleNotFoundError as exc:
     if exc.name == "cuda_samples_utils":
@@ -176,7 +176,6 @@ class Plugin:
     name: str
     source: str
     reference: object = None  # a NumPy function, or None for a user's plug-in
-    path: Path | None = None
 
     def translation_unit(self) -> str:
         """The source NVRTC compiles: the contract, then the plug-in with its own line numbers."""
@@ -680,8 +679,6 @@ class Run(contextlib.ExitStack):
         print_build_report(build)
 
     def load_kernel(self, cubin: bytes):
-        from cuda.core import ObjectCode
-
         return ObjectCode.from_cubin(cubin).get_kernel("apply_transform")
 
     def launch(self, build: Build, d_out=None, grid: int | None = None) -> None:
@@ -751,6 +748,9 @@ def library_versions() -> dict:
 # =============================================================================
 
 
+BENCHMARK_WARMUP, BENCHMARK_REPEATS = 5, 25
+
+
 def benchmark(run: Run, builder: Builder, plugin: Plugin, builds: list[Build]) -> bool:
     """Time every build's kernel, a whole-program build, CuPy and a copy; print one table."""
     print("\n[4] Benchmark")
@@ -766,9 +766,7 @@ def benchmark(run: Run, builder: Builder, plugin: Plugin, builds: list[Build]) -
     grid = grid_size(run.d_out.size, run.max_grid)
     for build in builds:
         utils.poison(run.d_out, run.stream)
-        ms = utils.median_time_ms(
-            run.stream, lambda b=build: launch_transform(b.kernel, run.stream, run.d_in, run.d_out, grid)
-        )
+        ms = time_ms(run, lambda b=build: launch_transform(b.kernel, run.stream, run.d_in, run.d_out, grid))
         ok = run.verify(build, plugin, quiet=True)
         all_ok &= ok
         rows.append(
@@ -787,58 +785,44 @@ def benchmark(run: Run, builder: Builder, plugin: Plugin, builds: list[Build]) -
         transform(run.d_in, run.d_out)  # the first call compiles (or loads from CuPy's cache) and launches
         run.stream.sync()
         first_call_ms = (time.perf_counter() - start) * 1e3
-        ms = utils.median_time_ms(run.stream, lambda: transform(run.d_in, run.d_out))
+        ms = time_ms(run, lambda: transform(run.d_in, run.d_out))
         ok = run.verify(Build("cupy elementwise"), plugin, quiet=True)
         all_ok &= ok
         rows.append(["cupy elementwise", first_call_ms, None, None, None, None, ms, ok])
     else:
         print("  (no CuPy ElementwiseKernel row: it would need your plug-in's formula written for CuPy)")
 
-    copy_ms = utils.median_time_ms(
-        run.stream,
-        lambda: run.d_out.data.copy_from_device_async(
-            run.d_in.data, run.d_in.nbytes, stream=cp.cuda.get_current_stream()
-        ),
+    copy_ms = time_ms(
+        run,
+        lambda: run.d_out.data.copy_from_device_async(run.d_in.data, run.d_in.nbytes, stream=run.cupy_stream),
     )
     rows.append(["device copy", None, None, None, None, None, copy_ms, None])
 
-    table, json_rows = [], []
-    for label, compile_ms, link_ms, cubin_bytes, registers, calls, ms, ok in rows:
-        gbps = nbytes / (ms * 1e-3) / 1e9
-        pct = 100.0 * copy_ms / ms
-        json_rows.append(
-            {
-                "build": label,
-                "compile_ms": compile_ms,
-                "link_ms": link_ms,
-                "cubin_bytes": cubin_bytes,
-                "registers": registers,
-                "calls_left": calls,
-                "kernel_ms": ms,
-                "gb_per_s": gbps,
-                "percent_of_copy": pct,
-                "verified": ok,
-            }
-        )
-        table.append(
-            [
-                label,
-                fmt(compile_ms, 1),
-                fmt(link_ms, 1),
-                cubin_bytes,
-                registers,
-                calls,
-                fmt(ms, 4),
-                fmt(gbps, 0),
-                fmt(pct, 1),
-            ]
-        )
+    keys = ["build", "compile_ms", "link_ms", "cubin_bytes", "registers", "calls_left", "kernel_ms", "verified"]
+    json_rows = [dict(zip(keys, row)) for row in rows]
+    for row in json_rows:
+        row["gb_per_s"] = nbytes / (row["kernel_ms"] * 1e-3) / 1e9
+        row["percent_of_copy"] = 100.0 * copy_ms / row["kernel_ms"]
     print(
-        f"  {run.args.elements:,} elements, {nbytes:,} bytes moved per launch; median of 25 launches after 5 warm-ups"
+        f"  {run.args.elements:,} elements, {nbytes:,} bytes moved per launch; "
+        f"median of {BENCHMARK_REPEATS} launches after {BENCHMARK_WARMUP} warm-ups"
     )
     utils.print_table(
         ["build", "compile ms", "link ms", "cubin bytes", "registers", "calls left", "kernel ms", "GB/s", "% of copy"],
-        table,
+        [
+            [
+                r["build"],
+                fmt(r["compile_ms"], 1),
+                fmt(r["link_ms"], 1),
+                r["cubin_bytes"],
+                r["registers"],
+                r["calls_left"],
+                fmt(r["kernel_ms"], 4),
+                fmt(r["gb_per_s"], 0),
+                fmt(r["percent_of_copy"], 1),
+            ]
+            for r in json_rows
+        ],
     )
     if plugin.reference is default_reference:
         print(
@@ -847,11 +831,16 @@ def benchmark(run: Run, builder: Builder, plugin: Plugin, builds: list[Build]) -
     run.record["benchmark"] = {
         "elements": run.args.elements,
         "bytes_per_launch": nbytes,
-        "repeats": 25,
-        "warmup": 5,
+        "repeats": BENCHMARK_REPEATS,
+        "warmup": BENCHMARK_WARMUP,
         "rows": json_rows,
     }
     return all_ok
+
+
+def time_ms(run: Run, launch) -> float:
+    """Median time of launch() on the run's stream, with the benchmark's warm-up and repeats."""
+    return utils.median_time_ms(run.stream, launch, warmup=BENCHMARK_WARMUP, repeats=BENCHMARK_REPEATS)
 
 
 def fmt(value, digits: int):
@@ -874,7 +863,7 @@ def main(argv=None) -> int:
             builder = Builder(run.arch, run.cache, timer=run.phase, cache_dir=args.cache_dir)
             plugin = DEFAULT_PLUGIN
             if args.plugin is not None:
-                plugin = Plugin(args.plugin.name, args.plugin_source, reference=None, path=args.plugin)
+                plugin = Plugin(args.plugin.name, args.plugin_source, reference=None)
             gpu = not args.compile_only
 
             # [1] PTX linking: each module is compiled on its own to relocatable
