@@ -5,9 +5,9 @@
 The sample script tells its story; the plumbing lives here:
 
 * exit codes and the errors that carry them (usage, waived, failed),
-* finding the driver and the devices, checking an index and free memory,
-* reading facts off a linked cubin (which functions it holds, which calls are
-  left) and off a linker's info log (registers),
+* checking that the packages a sample needs are installed,
+* finding the driver and the devices (cuda.core `Device`), checking an index
+  and free memory, printing a device's name and compute capability,
 * drawing a large random input in chunks, with progress,
 * verifying a device array chunk by chunk, with bounded host memory, against
   a NumPy reference or against another device array (a cross-check),
@@ -19,10 +19,9 @@ from __future__ import annotations
 
 import concurrent.futures
 import os
-import re
 import struct
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
@@ -59,17 +58,19 @@ class WaivedError(SampleError):
 # ---------------------------------------------------------------------------
 
 
-@dataclass
-class DeviceInfo:
-    """What the driver says about one GPU, read before any context exists."""
+def list_devices() -> tuple:
+    """Every GPU the driver can see, as cuda.core Devices; WaivedError if there is no driver or no GPU."""
+    try:
+        from cuda.core import Device
 
-    index: int
-    name: str
-    compute_capability: tuple[int, int]
-
-    @property
-    def arch(self) -> str:
-        return f"sm_{self.compute_capability[0]}{self.compute_capability[1]}"
+        devices = Device.get_all_devices()
+    except Exception as exc:  # noqa: BLE001 -- no libcuda.so, or a driver that cannot start
+        raise WaivedError(
+            f"no usable CUDA driver or GPU ({str(exc).strip()}); this run is waived (exit {EXIT_WAIVED})"
+        ) from None
+    if not devices:
+        raise WaivedError(f"the CUDA driver sees no GPU; this run is waived (exit {EXIT_WAIVED})")
+    return devices
 
 
 def _driver_call(result):
@@ -83,28 +84,6 @@ def _driver_call(result):
     return values[0] if len(values) == 1 else values
 
 
-def list_devices() -> list[DeviceInfo]:
-    """Every GPU the driver can see; WaivedError if there is no driver or no GPU."""
-    from cuda.bindings import driver
-
-    try:
-        _driver_call(driver.cuInit(0))
-        count = _driver_call(driver.cuDeviceGetCount())
-    except RuntimeError as exc:  # no libcuda.so, or a driver that has no device
-        raise WaivedError(f"no usable CUDA driver or GPU ({exc}); this run is waived (exit {EXIT_WAIVED})") from None
-    if count == 0:
-        raise WaivedError(f"the CUDA driver sees no GPU; this run is waived (exit {EXIT_WAIVED})")
-    devices = []
-    attr = driver.CUdevice_attribute
-    for index in range(count):
-        handle = _driver_call(driver.cuDeviceGet(index))
-        name = _driver_call(driver.cuDeviceGetName(256, handle)).split(b"\0", 1)[0].decode()
-        major = _driver_call(driver.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, handle))
-        minor = _driver_call(driver.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, handle))
-        devices.append(DeviceInfo(index, name, (major, minor)))
-    return devices
-
-
 def driver_version() -> str | None:
     """The driver's CUDA version as 'X.Y', or None without a driver."""
     from cuda.bindings import driver
@@ -116,11 +95,11 @@ def driver_version() -> str | None:
     return f"{version // 1000}.{version % 1000 // 10}"
 
 
-def check_device_index(index: int, devices: list[DeviceInfo]) -> DeviceInfo:
+def check_device_index(index: int, devices):
     """Return the device at index, or say which devices exist."""
     if 0 <= index < len(devices):
         return devices[index]
-    listing = "; ".join(f"{d.index}: {d.name}" for d in devices)
+    listing = "; ".join(f"{i}: {d.name}" for i, d in enumerate(devices))
     raise UsageError(
         f"--device {index} does not exist; this machine has {len(devices)} "
         f"device(s), numbered 0 to {len(devices) - 1} ({listing})"
@@ -136,10 +115,42 @@ def check_free_memory(needed: int, free: int, what: str) -> None:
         )
 
 
-def print_gpu_info(device: DeviceInfo) -> None:
-    """Print the device name and compute capability, as the original sample does."""
+def check_cuda_requirements() -> bool:
+    """Whether CuPy and cuda.core can be imported; if not, say what to install."""
+    try:
+        import cupy  # noqa: F401
+        from cuda.core import Device  # noqa: F401
+    except ImportError as exc:
+        print(f"Error: Required package not found: {exc}")
+        print("Please install from requirements.txt:")
+        print("  pip install -r requirements.txt")
+        return False
+    return True
+
+
+def verify_array_result(result, expected, rtol: float = 1e-5, atol: float = 1e-8, verbose: bool = True) -> bool:
+    """Whether two NumPy (or two CuPy) arrays match within tolerance; prints PASSED, or FAILED and the max error."""
+    if isinstance(result, np.ndarray) and isinstance(expected, np.ndarray):
+        xp = np
+    else:
+        import cupy as xp
+
+        if not (isinstance(result, xp.ndarray) and isinstance(expected, xp.ndarray)):
+            raise TypeError("verify_array_result expects both arrays to be numpy.ndarray or both cupy.ndarray")
+    if xp.allclose(result, expected, rtol=rtol, atol=atol):
+        if verbose:
+            print("Test PASSED")
+        return True
+    if verbose:
+        print(f"Test FAILED - Max error: {xp.max(xp.abs(result - expected))}")
+    return False
+
+
+def print_gpu_info(device) -> None:
+    """Print a cuda.core Device's name and compute capability, as NVIDIA's Python samples do."""
     print(f"Device: {device.name}")
-    print(f"Compute Capability: {device.compute_capability[0]}.{device.compute_capability[1]}")
+    capability = device.compute_capability
+    print(f"Compute Capability: {capability.major}.{capability.minor}")
 
 
 def format_bytes(count: int) -> str:
@@ -150,104 +161,6 @@ def format_bytes(count: int) -> str:
             return f"{value:.0f} bytes" if unit == "bytes" else f"{value:.1f} {unit}"
         value /= 1024
     raise AssertionError("unreachable")
-
-
-# ---------------------------------------------------------------------------
-# Reading the built code: the cubin's ELF and the linker's info log
-# ---------------------------------------------------------------------------
-
-_SHT_SYMTAB, _SHT_RELA, _SHT_REL = 2, 4, 9
-_STT_FUNC = 2
-
-
-@dataclass
-class CubinFacts:
-    """What a linked cubin holds, read from its ELF sections."""
-
-    size: int
-    functions: list[str]
-    # calls[caller][callee]: call sites in caller's code still pointing at callee
-    calls: dict[str, dict[str, int]] = field(default_factory=dict)
-
-    @staticmethod
-    def names(symbol: str, function: str) -> bool:
-        """Whether `symbol` is `function` or a copy LTO made of it for one caller ($caller$function)."""
-        return symbol == function or symbol.endswith(f"${function}")
-
-    def has_function(self, function: str) -> bool:
-        return any(self.names(symbol, function) for symbol in self.functions)
-
-    def calls_from(self, caller: str, callee: str) -> int:
-        """Call sites in caller's section that point at callee through a relocation."""
-        return sum(n for symbol, n in self.calls.get(caller, {}).items() if self.names(symbol, callee))
-
-
-def read_cubin(cubin: bytes) -> CubinFacts:
-    """List a cubin's functions and the call sites between them.
-
-    A call from one function to another in its own section stays in the
-    cubin as a relocation in the caller's `.rel(a).text.<caller>` section,
-    naming the callee's symbol; an inlined callee that nobody calls any more
-    is not in the symbol table at all. (LTO may also keep a private copy of a
-    function inside the caller's own section, called by relative address:
-    that copy is in the symbol table, but its calls need no relocation.)
-    """
-    if cubin[:4] != b"\x7fELF" or cubin[4] != 2:
-        raise ValueError("not a 64-bit ELF cubin")
-    (shoff,) = struct.unpack_from("<Q", cubin, 0x28)
-    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", cubin, 0x3A)
-    sections = []
-    for i in range(shnum):
-        name, kind, _flags, _addr, offset, size, link, _info, _align, entsize = struct.unpack_from(
-            "<IIQQQQIIQQ", cubin, shoff + i * shentsize
-        )
-        sections.append((name, kind, offset, size, link, entsize))
-
-    def c_string(table: int, offset: int) -> str:
-        start = sections[table][2] + offset
-        return cubin[start : cubin.index(b"\0", start)].decode()
-
-    section_names = [c_string(shstrndx, s[0]) for s in sections]
-    symtab = next(i for i, s in enumerate(sections) if s[1] == _SHT_SYMTAB)
-    _, _, sym_offset, sym_size, strtab, sym_entsize = sections[symtab]
-    symbols, functions = [], []
-    for offset in range(sym_offset, sym_offset + sym_size, sym_entsize):
-        st_name, st_info = struct.unpack_from("<IB", cubin, offset)
-        symbols.append(c_string(strtab, st_name))
-        if st_info & 0xF == _STT_FUNC:
-            functions.append(symbols[-1])
-
-    calls: dict[str, dict[str, int]] = {}
-    for (_, kind, offset, size, _link, entsize), name in zip(sections, section_names):
-        for prefix in (".rela.text.", ".rel.text."):
-            if kind in (_SHT_RELA, _SHT_REL) and name.startswith(prefix):
-                caller = calls.setdefault(name[len(prefix) :], {})
-                for entry in range(offset, offset + size, entsize):
-                    (r_info,) = struct.unpack_from("<Q", cubin, entry + 8)
-                    callee = symbols[r_info >> 32]
-                    if callee in functions:
-                        caller[callee] = caller.get(callee, 0) + 1
-    return CubinFacts(size=len(cubin), functions=functions, calls=calls)
-
-
-def registers_from_link_log(log: str, kernel: str) -> int | None:
-    """Registers per thread of `kernel`, as ptxas reports it in a verbose link log.
-
-    The last report wins: when nvJitLink compiles PTX inputs, ptxas reports each
-    module and then the linker reports the final, linked kernel.
-    """
-    lines = log.splitlines()
-    found = None
-    header = re.compile(rf"Function properties for '?{re.escape(kernel)}'?:?\s*$")
-    used = re.compile(r"[Uu]sed (\d+) registers")
-    for i, line in enumerate(lines):
-        if header.search(line):
-            for following in lines[i + 1 : i + 4]:
-                match = used.search(following)
-                if match:
-                    found = int(match.group(1))
-                    break
-    return found
 
 
 # ---------------------------------------------------------------------------
@@ -288,8 +201,29 @@ def chunk_ranges(total: int, chunk: int):
 # Input
 # ---------------------------------------------------------------------------
 
-CHUNK_ELEMENTS = 1 << 22  # 16 MiB of float32: the unit of host-side verification work
+# 64 MiB of float32: the unit of host<->device copies and of verification.
+# Each core takes 1/cores of a chunk per NumPy call. Every call holds the
+# GIL for a moment, so calls on small pieces serialize the cores: on a
+# 16-core host, pieces of 256K elements gained 2-7x over one core, pieces
+# of a million (a 64 MiB chunk over 16 cores) clearly more.
+CHUNK_ELEMENTS = 1 << 24
 INPUT_BLOCK = 1 << 22  # elements drawn by one child generator; fixed, so the input never changes
+
+
+def _cores() -> int:
+    """Threads for host-side NumPy work: one per core, since NumPy releases the GIL inside its loops."""
+    return max(1, os.cpu_count() or 1)
+
+
+def _piece(chunk: int) -> int:
+    """Elements one core takes of a chunk: chunk / cores, rounded up."""
+    return -(-chunk // _cores())
+
+
+def _copy_on_every_core(pool, out: np.ndarray, source: np.ndarray, piece: int) -> None:
+    """np.copyto(out, source) in pieces on the pool: one core alone copies memory at only ~10 GB/s."""
+    spans = [slice(start, stop) for start, stop in chunk_ranges(out.size, piece)]
+    list(pool.map(lambda span: np.copyto(out[span], source[span]), spans))
 
 
 def standard_normal_float32(count: int, seed: int = 0) -> np.ndarray:
@@ -313,7 +247,7 @@ def standard_normal_float32(count: int, seed: int = 0) -> np.ndarray:
         return stop - start
 
     done = 0
-    with concurrent.futures.ThreadPoolExecutor(max(1, os.cpu_count() or 1)) as pool:
+    with concurrent.futures.ThreadPoolExecutor(_cores()) as pool:
         for drawn in pool.map(draw, range(len(blocks))):  # NumPy's generators release the GIL
             done += drawn
             progress.update(done)
@@ -327,6 +261,10 @@ def standard_normal_float32(count: int, seed: int = 0) -> np.ndarray:
 # A quiet NaN with a payload no arithmetic produces: an element that still
 # holds it after a launch was never written.
 POISON_BITS = 0x7FC0DEAD
+
+# Chunks in flight between the GPU and the host at once: while the cores
+# compare one, the copy engine is already filling the others.
+STAGING_BUFFERS = 3
 
 
 @dataclass
@@ -379,57 +317,246 @@ def poison(device_array, stream) -> None:
     view.fill(struct.pack("<I", POISON_BITS), stream=stream)
 
 
-def compare(got: np.ndarray, want: np.ndarray, rtol: float, atol: float, method: str) -> Verification:
-    """Element-wise |got - want| <= atol + rtol * |want|, NaN-aware; a poisoned element is always wrong."""
-    error = np.abs(got - want)
-    unwritten = (got.view(np.uint32) == POISON_BITS) | (want.view(np.uint32) == POISON_BITS)
-    # NaN in both is a match (a plug-in may return NaN); NaN in one only is not.
-    both_nan = np.isnan(got) & np.isnan(want)
-    ok = ((error <= atol + rtol * np.abs(want)) | both_nan) & ~unwritten
-    bad = ok.size - int(np.count_nonzero(ok))
-    finite = error[np.isfinite(error)]
-    return Verification(
-        method=method,
-        checked=got.size,
-        bad=bad,
-        unwritten=int(np.count_nonzero(unwritten)),
-        first_bad=int(np.argmin(ok)) if bad else None,
-        max_error=float(finite.max()) if finite.size else 0.0,
-        rtol=rtol,
-        atol=atol,
-    )
+class Workspace:
+    """One worker's host buffers for checking a piece of a chunk, reused from chunk to chunk."""
+
+    def __init__(self, size: int):
+        self.want = np.empty(size, dtype=np.float32)  # expected(start, stop, out) writes here
+        self.error = np.empty(size, dtype=np.float32)
+        self.limit = np.empty(size, dtype=np.float32)
+        self.ok = np.empty(size, dtype=np.bool_)
 
 
-def verify(device_out, expected, cupy_stream, method: str, rtol: float = 1e-5, atol: float = 1e-5) -> Verification:
-    """Check a float32 CuPy array chunk by chunk against expected(start, stop), a NumPy array.
+def compare(
+    got: np.ndarray, want: np.ndarray, rtol: float, atol: float, method: str, work: Workspace | None = None
+) -> Verification:
+    """Element-wise |got - want| <= atol + rtol * |want|, NaN-aware; a poisoned element is always wrong.
 
-    `expected` computes a NumPy reference for the chunk, or copies the same
-    chunk of another GPU result (a cross-check). Host memory stays bounded:
-    each worker holds one chunk at a time, never a full-size copy. Chunks run
-    on a thread pool, since NumPy releases the GIL inside its loops.
+    The arithmetic runs in place in `work` (a fresh Workspace if none is given):
+    a few passes over memory, no temporaries. NaN fails `error <= limit`
+    whatever it meets, so poisoned elements and NaNs are all among the few
+    elements that fail it, and only those get a closer look.
     """
-    import cupy as cp
+    size = got.size
+    work = Workspace(size) if work is None else work
+    error, limit, ok = work.error[:size], work.limit[:size], work.ok[:size]
+    np.abs(np.subtract(got, want, out=error), out=error)
+    largest = float(error.max(initial=0.0))  # NaN if any error is NaN
+    result = Verification(method, checked=size, max_error=largest, rtol=rtol, atol=atol)
+    if largest <= np.float32(atol):  # the usual case: every limit is at least atol, so all pass (3 passes, not 8)
+        return result
+    result.max_error = _largest_finite(error)
+    np.add(np.multiply(np.abs(want, out=limit), rtol, out=limit), atol, out=limit)
+    np.less_equal(error, limit, out=ok)
+    if np.count_nonzero(ok) < size:
+        _judge_suspects(got, want, np.flatnonzero(~ok), result)
+    return result
 
+
+def _largest_finite(error: np.ndarray) -> float:
+    """The largest finite value of error (0.0 if none), in one pass in the usual case."""
+    largest = float(np.fmax.reduce(error, initial=0.0))  # fmax skips NaNs, where max would return one
+    if np.isinf(largest):  # an infinity in got or want: rare, so a second pass is affordable
+        largest = float(error[np.isfinite(error)].max(initial=0.0))
+    return largest
+
+
+def _judge_suspects(got: np.ndarray, want: np.ndarray, suspects: np.ndarray, result: Verification) -> None:
+    """Set bad, unwritten and first_bad from the elements (at indices `suspects`) that failed error <= limit."""
+    g, w = got[suspects], want[suspects]
+    unwritten = (g.view(np.uint32) == POISON_BITS) | (w.view(np.uint32) == POISON_BITS)
+    # NaN in both is a match (a plug-in may return NaN); NaN in one only, or poison, is not.
+    match = np.isnan(g) & np.isnan(w) & ~unwritten
+    wrong = suspects[~match]
+    result.bad, result.unwritten = int(wrong.size), int(np.count_nonzero(unwritten))
+    result.first_bad = int(wrong[0]) if wrong.size else None
+
+
+class _DeviceCopies:
+    """Asynchronous copies between a CuPy array and pinned host buffers, queued on one CuPy stream."""
+
+    def __init__(self, cupy_stream):
+        import cupy
+        import cupyx
+
+        self.cupy, self.cupyx, self.stream = cupy, cupyx, cupy_stream
+
+    def buffer(self, count: int, dtype=np.float32) -> np.ndarray:
+        """Page-locked host memory: the copy engine reads and writes it directly, at full speed, while the CPU works.
+
+        (From pageable memory the driver copies through a small buffer of its own, at a few GB/s.)
+        """
+        return self.cupyx.empty_pinned(count, dtype=dtype)
+
+    def event(self):
+        return self.cupy.cuda.Event(disable_timing=True)
+
+    def to_host(self, device_slice, host: np.ndarray) -> None:
+        device_slice.get(stream=self.stream, out=host, blocking=False)
+
+    def to_device(self, host: np.ndarray, device_slice) -> None:
+        device_slice.set(host, stream=self.stream)  # asynchronous on a stream, from pinned memory
+
+    def record(self, event) -> None:
+        event.record(self.stream)  # the event fires once every copy queued so far has landed
+
+    def wait(self, event) -> None:
+        event.synchronize()  # returns at once for an event never recorded
+
+
+class _HostCopies:
+    """The same interface for a NumPy array standing in for a device array (CPU tests): copies finish at once."""
+
+    def buffer(self, count: int, dtype=np.float32) -> np.ndarray:
+        return np.empty(count, dtype=dtype)
+
+    def event(self):
+        return None
+
+    def to_host(self, source: np.ndarray, host: np.ndarray) -> None:
+        np.copyto(host, source)
+
+    def to_device(self, host: np.ndarray, destination: np.ndarray) -> None:
+        np.copyto(destination, host)
+
+    def record(self, event) -> None:
+        pass
+
+    def wait(self, event) -> None:
+        pass
+
+
+def _copies_for(array, cupy_stream):
+    """How chunks of `array` travel: CUDA copies on cupy_stream, or np.copyto for a NumPy array."""
+    return _HostCopies() if isinstance(array, np.ndarray) else _DeviceCopies(cupy_stream)
+
+
+class _Staging:
+    """Pinned host buffers for one chunk in flight, and the event that says its copies have landed."""
+
+    def __init__(self, copies, chunk: int, cross_check: bool):
+        self.got = copies.buffer(chunk)
+        self.want = copies.buffer(chunk) if cross_check else None  # the other array's chunk, for a cross-check
+        self.ready = copies.event()
+
+
+def verify(
+    device_out,
+    expected,
+    cupy_stream,
+    method: str,
+    rtol: float = 1e-5,
+    atol: float = 1e-5,
+    chunk: int = CHUNK_ELEMENTS,
+) -> Verification:
+    """Check a float32 device array against `expected`, chunk by chunk, on every core, in bounded host memory.
+
+    `expected` is a callable expected(start, stop, out) that writes the
+    expected values of elements start..stop into the float32 host buffer
+    `out` (kept_reference makes one from a NumPy reference), or an array like
+    device_out (another GPU result: a cross-check), copied the same way.
+
+    Chunks are copied into reused pinned buffers on cupy_stream, so chunks
+    k+1 and k+2 travel while the cores compare chunk k; each chunk is cut
+    into one piece per core. Host memory: STAGING_BUFFERS chunks (twice that
+    for a cross-check) and a Workspace per core, whatever device_out's size.
+    """
     total = Verification(method, rtol=rtol, atol=atol)
+    chunk = max(1, min(chunk, device_out.size))  # pinning memory is slow: no bigger buffers than needed
+    chunks = list(chunk_ranges(device_out.size, chunk))
+    copies = _copies_for(device_out, cupy_stream)
+    cross_check = not callable(expected)
+    staging = [_Staging(copies, chunk, cross_check) for _ in range(min(STAGING_BUFFERS, len(chunks)))]
+    cores, piece = _cores(), _piece(chunk)
+    works = [Workspace(piece) for _ in range(cores)]
     progress = Progress("verify", device_out.size)
-    workers = max(1, min(8, os.cpu_count() or 1))
 
-    def check(start: int, stop: int) -> Verification:
-        got = cp.asnumpy(device_out[start:stop], stream=cupy_stream)
-        return compare(got, expected(start, stop), rtol, atol, method)
+    def fetch(k: int) -> None:
+        """Queue the copies of chunk k into its staging buffers."""
+        start, stop = chunks[k]
+        stage = staging[k % len(staging)]
+        copies.to_host(device_out[start:stop], stage.got[: stop - start])
+        if cross_check:
+            copies.to_host(expected[start:stop], stage.want[: stop - start])
+        copies.record(stage.ready)
 
-    with concurrent.futures.ThreadPoolExecutor(workers) as pool:
-        pending = []  # at most 2 * workers chunks in flight bounds host memory
-        for start, stop in chunk_ranges(device_out.size, CHUNK_ELEMENTS):
-            pending.append((start, pool.submit(check, start, stop)))
-            if len(pending) >= 2 * workers:
-                first, future = pending.pop(0)
-                total.merge(first, future.result())
+    def check(stage: _Staging, start: int, i: int, a: int, b: int) -> Verification:
+        """Compare piece a..b of the staged chunk that begins at element `start`, in workspace i."""
+        work = works[i]  # piece i of a chunk always uses workspace i, and chunks are checked one at a time
+        if cross_check:
+            want = stage.want[a:b]
+        else:  # a reference: this core computes (or copies) the piece's expected values itself
+            want = work.want[: b - a]
+            expected(start + a, start + b, want)
+        return compare(stage.got[a:b], want, rtol, atol, method, work)
+
+    try:
+        with concurrent.futures.ThreadPoolExecutor(cores) as pool:
+            for k in range(len(staging)):
+                fetch(k)
+            for k, (start, stop) in enumerate(chunks):
+                stage = staging[k % len(staging)]
+                copies.wait(stage.ready)  # chunk k has landed; the chunks after it are still travelling
+                pieces = list(chunk_ranges(stop - start, piece))
+                parts = [pool.submit(check, stage, start, i, a, b) for i, (a, b) in enumerate(pieces)]
+                for (a, _), part in zip(pieces, parts):
+                    total.merge(start + a, part.result())  # in order, so first_bad is the first one
+                if k + len(staging) < len(chunks):
+                    fetch(k + len(staging))  # this chunk's buffers are free again
                 progress.update(total.checked)
-        for first, future in pending:
-            total.merge(first, future.result())
-            progress.update(total.checked)
+    finally:
+        for stage in staging:  # no copy may still write into a buffer that goes back to the pool
+            copies.wait(stage.ready)
     return total
+
+
+REFERENCE_BUDGET = 1 << 30  # host bytes a kept reference may take by default: 2^28 elements fit, 2^32 do not
+
+
+def kept_reference(function, host_input: np.ndarray, budget_bytes: int = REFERENCE_BUDGET):
+    """expected(start, stop, out) for verify: function(host_input[start:stop]), computed once if it fits the budget.
+
+    Builds verified against the same reference then share one computation
+    (done on every core); a reference larger than budget_bytes is computed
+    piece by piece again for each verification, on every core too. Either
+    way it comes from the input alone, never from what a build wrote.
+    """
+
+    def compute(start: int, stop: int, out: np.ndarray) -> None:
+        out[...] = function(host_input[start:stop])
+
+    if 4 * host_input.size > budget_bytes:
+        return compute
+    kept = np.empty(host_input.size, dtype=np.float32)
+
+    def fill(span: tuple[int, int]) -> None:
+        start, stop = span
+        compute(start, stop, kept[start:stop])
+
+    with concurrent.futures.ThreadPoolExecutor(_cores()) as pool:
+        list(pool.map(fill, chunk_ranges(host_input.size, _piece(CHUNK_ELEMENTS))))  # list() re-raises any error
+
+    def copy(start: int, stop: int, out: np.ndarray) -> None:
+        np.copyto(out, kept[start:stop])
+
+    return copy
+
+
+def upload(host_array: np.ndarray, device_array, cupy_stream, chunk: int = CHUNK_ELEMENTS) -> None:
+    """Copy host_array into device_array through two reused pinned buffers: fill one while the other transfers."""
+    copies = _copies_for(device_array, cupy_stream)
+    chunk = max(1, min(chunk, host_array.size))  # pinning memory is slow: no bigger buffers than needed
+    buffers = [copies.buffer(chunk, host_array.dtype) for _ in range(2)]
+    sent = [copies.event() for _ in range(2)]
+    with concurrent.futures.ThreadPoolExecutor(_cores()) as pool:
+        for k, (start, stop) in enumerate(chunk_ranges(host_array.size, chunk)):
+            staged, done = buffers[k % 2][: stop - start], sent[k % 2]
+            copies.wait(done)  # the transfer that last read this buffer (chunk k-2) is over
+            _copy_on_every_core(pool, staged, host_array[start:stop], _piece(chunk))
+            copies.to_device(staged, device_array[start:stop])
+            copies.record(done)
+    for done in sent:  # everything has landed before the buffers go back to the pool
+        copies.wait(done)
 
 
 # ---------------------------------------------------------------------------

@@ -7,13 +7,14 @@ from __future__ import annotations
 import gc
 import json
 import os
+import re
 import resource
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import PLUGINS, assert_clean_failure, run_sample, sample, utils
+from helpers import PLUGINS, assert_clean_failure, run_sample, sample, utils
 
 pytestmark = pytest.mark.gpu
 
@@ -54,36 +55,35 @@ def test_every_size_verifies_in_every_step(elements, capsys):
 
 @pytest.fixture(scope="module")
 def lto_kernel():
-    """The LTO build of library and default plug-in for this GPU, loaded, with a stream CuPy shares."""
+    """The sample's own LTO build of library and default plug-in for GPU 0, loaded, with a stream CuPy shares."""
     import cupy as cp
-    from cuda.core import Device, ObjectCode
 
-    info = utils.list_devices()[0]
-    device = Device(0)
+    device = utils.list_devices()[0]
     device.set_current()
-    builder = sample.Builder(info.arch)
-    library, _ = builder.compile(sample.LIBRARY_SOURCE, "library.cu", "ltoir")
-    plugin, _ = builder.compile(sample.DEFAULT_PLUGIN.translation_unit(), "plugin.cu", "ltoir")
-    cubin, _, _ = builder.link([library, plugin], lto=True)
+    tools = sample.Toolchain(f"sm_{device.arch}")
+    library, _ = sample.compile_module(tools, sample.LIBRARY_SOURCE, sample.LIBRARY_NAME, "ltoir")
+    plugin, _ = sample.compile_module(tools, sample.DEFAULT_PLUGIN.translation_unit(), "plugin.cu", "ltoir")
+    linked, _, _ = sample.link_modules(tools, [library, plugin], lto=True)
     stream = device.create_stream()
     with cp.cuda.Stream.from_external(stream) as cupy_stream:
-        yield ObjectCode.from_cubin(cubin).get_kernel("apply_transform"), stream, cupy_stream
+        yield linked.get_kernel("apply_transform"), stream, cupy_stream
     stream.close()
     cp.get_default_memory_pool().free_all_blocks()
 
 
-def launch_and_check(kernel, stream, cupy_stream, d_in, d_out, grid):
+def default_expected(d_in):
+    """expected(start, stop, out) for utils.verify: the default reference of d_in's values."""
     import cupy as cp
 
+    host_in = cp.asnumpy(d_in)
+    return lambda start, stop, out: np.copyto(out, sample.default_reference(host_in[start:stop]))
+
+
+def launch_and_check(kernel, stream, cupy_stream, d_in, d_out, grid):
     utils.poison(d_out, stream)
     sample.launch_transform(kernel, stream, d_in, d_out, grid)
     stream.sync()
-    host_in = cp.asnumpy(d_in, stream=cupy_stream)
-
-    def expected(start, stop):
-        return sample.default_reference(host_in[start:stop])
-
-    return utils.verify(d_out, expected, cupy_stream, "reference")
+    return utils.verify(d_out, default_expected(d_in), cupy_stream, "reference")
 
 
 @pytest.mark.parametrize("offsets", [(1, 1), (3, 3), (1, 2), (0, 3)])
@@ -126,8 +126,7 @@ def test_an_unwritten_element_fails_verification(lto_kernel):
     utils.poison(d_out, stream)
     sample.launch_transform(kernel, stream, d_in[:-5], d_out[:-5], 4)
     stream.sync()
-    host_in = cp.asnumpy(d_in)
-    check = utils.verify(d_out, lambda a, b: sample.default_reference(host_in[a:b]), cupy_stream, "reference")
+    check = utils.verify(d_out, default_expected(d_in), cupy_stream, "reference")
     assert (check.bad, check.unwritten, check.first_bad) == (5, 5, 4091)
 
 
@@ -137,9 +136,9 @@ def test_cross_check_catches_a_mismatch_between_two_results(lto_kernel):
     _, _, cupy_stream = lto_kernel
     first = cp.asarray(utils.standard_normal_float32(10_000, seed=4))
     second = first.copy()
-    assert utils.verify(second, lambda a, b: cp.asnumpy(first[a:b]), cupy_stream, "cross-check").ok
+    assert utils.verify(second, first, cupy_stream, "cross-check").ok
     second[1234] += 1.0
-    check = utils.verify(second, lambda a, b: cp.asnumpy(first[a:b]), cupy_stream, "cross-check")
+    check = utils.verify(second, first, cupy_stream, "cross-check")
     assert (check.bad, check.first_bad) == (1, 1234) and check.max_error == pytest.approx(1.0, rel=1e-3)
 
 
@@ -231,3 +230,18 @@ def test_more_than_2_to_the_32_elements_verify_in_bounded_host_memory():
         figures = {"elements": elements, "wall_s": wall_s, "peak_host_bytes": peak_bytes, "limit_bytes": limit}
         Path(os.environ["JITLTO_LARGE_REPORT"]).write_text(json.dumps(figures) + "\n" + result.stdout)
     assert peak_bytes <= limit, f"peak host memory {peak_bytes:,} bytes, limit {limit:,}"
+
+
+def test_the_wall_time_line_adds_up_to_the_time_since_start():
+    result = run_sample("--elements", str(2**20))
+    assert result.returncode == 0, result.stdout + result.stderr
+    line = next(line for line in result.stdout.splitlines() if line.startswith("Wall time"))
+    total = float(line.split()[2])
+    parts = dict(
+        (name.strip(), float(seconds)) for name, seconds in re.findall(r"([a-z -]+) ([\d.]+) s", line.split(": ", 1)[1])
+    )
+    assert {"start-up", "device set-up", "input", "upload", "compile", "link", "report", "launch", "verify"} <= set(
+        parts
+    )
+    assert abs(sum(parts.values()) - total) <= 0.05 * total + 0.02, line
+    assert parts["other"] <= 0.05 * total + 0.01, line

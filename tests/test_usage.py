@@ -4,10 +4,11 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import pytest
-from conftest import GPU_PROBLEM, PLUGINS, ROOT, assert_clean_failure, run_sample, sample, utils
+from helpers import ARCH, PLUGINS, ROOT, assert_clean_failure, run_sample, sample, utils
 
 
 @pytest.mark.parametrize(
@@ -31,7 +32,12 @@ def test_bad_device_index_is_a_usage_error(value, phrase):
 
 @pytest.mark.parametrize(
     ("value", "phrase"),
-    [("90", "must look like sm_90"), ("sm_9x", "must look like sm_90"), ("sm_91", "not supported by this NVRTC")],
+    [
+        ("90", "must look like sm_90"),
+        ("sm_9x", "must look like sm_90"),
+        ("sm_80a", "must look like sm_90"),
+        ("sm_91", "not supported by this NVRTC"),
+    ],
 )
 def test_bad_arch_is_a_usage_error(value, phrase):
     assert_clean_failure(run_sample("--compile-only", "--arch", value), 2, phrase)
@@ -56,17 +62,101 @@ def test_unreadable_plugin_is_reported(tmp_path, monkeypatch, capsys):
     def refuse(*args, **kwargs):
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(type(plugin), "read_text", refuse)
+    monkeypatch.setattr(type(plugin), "open", refuse)
     with pytest.raises(SystemExit) as stop:
         sample.parse_args(["--plugin", str(plugin)])
     assert stop.value.code == 2
     assert "cannot be read (Permission denied)" in capsys.readouterr().err
 
 
-def test_plugin_that_is_not_text_is_reported(tmp_path):
+@pytest.mark.parametrize(
+    ("content", "phrase"),
+    [
+        (b"\xff\xfe\x00\x81", "holds a NUL byte"),
+        (b"\xff\xfe\x81", "is not UTF-8 text"),
+        (b"// a comment\n\x00extern", "holds a NUL byte (at byte 13)"),
+        (b"\x00" + b"x" * 10, "holds a NUL byte (at byte 0)"),
+        (b"x" * (2**20 + 1), "is larger than 1024 KiB"),
+    ],
+)
+def test_plugin_that_is_not_source_text_is_reported_before_compiling(tmp_path, content, phrase):
     plugin = tmp_path / "binary.cu"
-    plugin.write_bytes(b"\xff\xfe\x00\x81")
-    assert_clean_failure(run_sample("--plugin", str(plugin)), 2, "is not UTF-8 text")
+    plugin.write_bytes(content)
+    assert_clean_failure(run_sample("--plugin", str(plugin)), 2, phrase)
+
+
+def test_a_plugin_that_is_not_a_regular_file_is_refused_without_reading_it_all():
+    assert_clean_failure(run_sample("--plugin", "/dev/zero"), 2, "is not a regular file")
+
+
+def test_a_plugin_with_a_byte_order_mark_compiles(tmp_path):
+    plugin = tmp_path / "bom.cu"
+    plugin.write_bytes(b"\xef\xbb\xbf" + sample.DEFAULT_PLUGIN_SOURCE.encode())
+    assert run_sample("--compile-only", "--arch", ARCH, "--plugin", str(plugin)).returncode == 0
+
+
+def test_json_naming_the_plugin_is_refused_and_the_plugin_left_alone(tmp_path):
+    plugin = tmp_path / "mine.cu"
+    plugin.write_text(sample.DEFAULT_PLUGIN_SOURCE)
+    result = run_sample("--compile-only", "--arch", ARCH, "--plugin", str(plugin), "--json", str(plugin))
+    assert_clean_failure(result, 2, "is an input of this run")
+    assert plugin.read_text() == sample.DEFAULT_PLUGIN_SOURCE
+
+
+def test_json_to_a_full_device_is_one_message():
+    result = run_sample("--compile-only", "--arch", ARCH, "--json", "/dev/full")
+    assert_clean_failure(result, 2, "--json /dev/full: cannot write there (No space left on device)")
+
+
+@pytest.mark.parametrize("extra", [["--benchmark"], ["--device", "1"]])
+def test_options_that_need_a_gpu_run_are_refused_with_compile_only(extra):
+    assert_clean_failure(run_sample("--compile-only", "--arch", ARCH, *extra), 2, "need a GPU run")
+
+
+def test_a_closed_standard_output_ends_with_one_line_and_no_traceback():
+    import subprocess
+    import sys
+
+    process = subprocess.Popen(
+        [sys.executable, str(ROOT / "jitLtoLinking.py"), "--compile-only", "--arch", ARCH],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    process.stdout.close()  # the reader is gone before the first line is written
+    _, err = process.communicate(timeout=300)
+    assert process.returncode == 1 and b"Traceback" not in err, err
+    assert b"standard output was closed" in err
+
+
+def test_ctrl_c_ends_with_exit_130_one_line_and_the_json_says_so(tmp_path):
+    import signal
+    import subprocess
+    import sys
+
+    path = tmp_path / "run.json"
+    process = subprocess.Popen(
+        [sys.executable, str(ROOT / "jitLtoLinking.py"), "--compile-only", "--arch", ARCH, "--json", str(path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert process.stdout.readline().startswith(b"Compile only")  # set up; the compiles come next
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=300)
+    assert process.returncode == 130, err
+    assert err.decode().strip().splitlines() == ["jitLtoLinking.py: interrupted"]
+    assert json.loads(path.read_text())["exit_code"] == 130
+
+
+def test_nvrtc_that_cannot_be_loaded_gets_the_install_hint(monkeypatch, capsys):
+    import toolchain
+
+    def missing():
+        raise RuntimeError('Failure finding "libnvrtc.so": not found')
+
+    monkeypatch.setattr(toolchain, "_nvrtc_version", missing)
+    code = sample.main(["--compile-only", "--arch", ARCH])
+    err = capsys.readouterr().err
+    assert code == 1 and "the NVRTC library could not be loaded" in err and "pip install -r" in err
 
 
 @pytest.mark.parametrize("where", ["missing-dir", "a-directory"])
@@ -76,26 +166,13 @@ def test_unwritable_json_path_fails_before_any_gpu_work(tmp_path, where):
     assert_clean_failure(run_sample("--json", str(path)), 2, "--json", "cannot write there")
 
 
-def test_cache_dir_that_cannot_be_created_is_a_usage_error(tmp_path):
-    blocker = tmp_path / "a-file"
-    blocker.write_text("not a directory")
-    assert_clean_failure(
-        run_sample("--compile-only", "--arch", "sm_90", "--cache-dir", str(blocker / "cache")),
-        2,
-        "--cache-dir",
-        "cannot use it",
-    )
-
-
-@pytest.mark.skipif(GPU_PROBLEM is None, reason="this machine has a GPU; the no-GPU path cannot be reached here")
-def test_no_gpu_exits_77_with_one_clear_line():
+def test_no_gpu_exits_77_with_one_clear_line(no_gpu_here):
     result = run_sample()
     assert_clean_failure(result, 77, "no usable CUDA driver or GPU", "waived")
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
 
 
-@pytest.mark.skipif(GPU_PROBLEM is None, reason="this machine has a GPU; the no-GPU path cannot be reached here")
-def test_compile_only_without_arch_and_without_gpu_asks_for_arch():
+def test_compile_only_without_arch_and_without_gpu_asks_for_arch(no_gpu_here):
     assert_clean_failure(run_sample("--compile-only"), 2, "--compile-only needs --arch sm_XX")
 
 
@@ -103,7 +180,7 @@ def test_missing_package_gets_an_install_hint(tmp_path):
     # A stand-in 'cupy' module that fails the way a missing package does.
     (tmp_path / "cupy.py").write_text("raise ModuleNotFoundError(\"No module named 'cupy'\", name='cupy')\n")
     result = run_sample("--elements", "16", env={"PYTHONPATH": str(tmp_path)})
-    assert_clean_failure(result, 1, "'cupy' is not installed", "pip install -r", "requirements.txt")
+    assert_clean_failure(result, 1, "No module named 'cupy'", "pip install -r", "requirements.txt")
 
 
 def test_missing_utilities_folder_is_named_not_pip(tmp_path):
@@ -132,10 +209,13 @@ def test_help_lists_every_option():
 def test_defaults_match_the_original_sample():
     args = sample.parse_args([])
     assert (args.elements, args.device, args.plugin, args.benchmark) == (65536, 0, None, False)
+    assert args.plugin_object is sample.DEFAULT_PLUGIN
 
 
 def test_device_index_out_of_range_lists_the_devices():
-    devices = [utils.DeviceInfo(0, "GPU A", (9, 0)), utils.DeviceInfo(1, "GPU B", (8, 0))]
+    from types import SimpleNamespace
+
+    devices = [SimpleNamespace(name="GPU A"), SimpleNamespace(name="GPU B")]
     with pytest.raises(utils.UsageError) as error:
         utils.check_device_index(2, devices)
     assert error.value.exit_code == 2
