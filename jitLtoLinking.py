@@ -410,7 +410,8 @@ def main(argv=None) -> int:
         else:
             ok = all(build.verification.ok for build in run.builds if build.verification)
             if args.benchmark:
-                ok = benchmark(tools, plugin, gpu, run.builds[:2], run.record) and ok
+                with run.clock.phase("benchmark"):
+                    ok = benchmark(tools, plugin, gpu, run.builds[:2], run.record) and ok
             print(f"\n{run.clock.line()}\n")
             run.exit_code = finish(ok, plugin)
     return run.exit_code

@@ -67,9 +67,9 @@ def open_gpu(index: int, elements: int, arrays: int, clock, record: dict):
             with clock.phase("input"):
                 host_input = utils.standard_normal_float32(elements, seed=0)
             with clock.phase("upload"):
-                d_in = cp.empty(elements, dtype=cp.float32)
-                utils.upload(host_input, d_in, cupy_stream)
-            gpu = Gpu(device, stream, cupy_stream, host_input, d_in, cp.empty_like(d_in))
+                gpu = Gpu(device, stream, cupy_stream, host_input, cp.empty(elements, dtype=cp.float32), None)
+                gpu.d_out = cp.empty_like(gpu.d_in)
+                utils.upload(host_input, gpu.d_in, cupy_stream)
             yield gpu
     finally:
         stream.sync()

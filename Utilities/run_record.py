@@ -43,17 +43,26 @@ class Timeline:
         self.started = process_start()
         # Python's start and the imports, up to the moment the run is set up.
         self.seconds = {"start-up": time.perf_counter() - self.started}
+        self._inner: list[float] = []
 
     @contextlib.contextmanager
     def phase(self, name: str):
-        """Time the block: add it to phase `name`, and yield a Lap that holds its own ms."""
+        """Time the block under phase `name` and yield a Lap that holds its ms once it ends.
+
+        A phase inside another counts under its own name only, so the parts
+        never count a second twice and add up to the total.
+        """
         lap, start = Lap(), time.perf_counter()
+        self._inner.append(0.0)  # time spent in phases inside this one
         try:
             yield lap
         finally:
             elapsed = time.perf_counter() - start
+            inner = self._inner.pop()
+            if self._inner:
+                self._inner[-1] += elapsed
             lap.ms = elapsed * 1e3
-            self.seconds[name] = self.seconds.get(name, 0.0) + elapsed
+            self.seconds[name] = self.seconds.get(name, 0.0) + elapsed - inner
 
     def total(self) -> float:
         return time.perf_counter() - self.started

@@ -28,6 +28,16 @@ def test_the_timeline_counts_from_process_start_and_its_parts_add_up():
     assert line.split(": ", 1)[1].startswith("start-up ")
 
 
+def test_a_phase_inside_another_counts_only_under_its_own_name():
+    clock = run_record.Timeline()
+    with clock.phase("benchmark") as outer:
+        time.sleep(0.02)
+        with clock.phase("compile") as inner:
+            time.sleep(0.05)
+    assert outer.ms >= inner.ms + 15
+    assert abs(clock.seconds["benchmark"] + clock.seconds["compile"] - outer.ms / 1e3) < 1e-6
+
+
 def test_a_failure_inside_a_run_is_one_message_an_exit_code_and_a_json_record(tmp_path, capsys):
     path = tmp_path / "run.json"
     with run_record.Run("sample.py", str(path), 10) as run:

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 
 import pytest
@@ -78,6 +79,7 @@ def test_unreadable_plugin_is_reported(tmp_path, monkeypatch, capsys):
         (b"\x00" + b"x" * 10, "holds a NUL byte (at byte 0)"),
         (b"x" * (2**20 + 1), "is larger than 1024 KiB"),
     ],
+    ids=["binary", "not-utf8", "nul-inside", "nul-first", "huge"],
 )
 def test_plugin_that_is_not_source_text_is_reported_before_compiling(tmp_path, content, phrase):
     plugin = tmp_path / "binary.cu"
@@ -139,7 +141,9 @@ def test_ctrl_c_ends_with_exit_130_one_line_and_the_json_says_so(tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
-    assert process.stdout.readline().startswith(b"Compile only")  # set up; the compiles come next
+    for line in process.stdout:  # wait until the LTO step has begun compiling
+        if line.startswith(b"[2] LTO linking"):
+            break
     process.send_signal(signal.SIGINT)
     _, err = process.communicate(timeout=300)
     assert process.returncode == 130, err
@@ -179,7 +183,8 @@ def test_compile_only_without_arch_and_without_gpu_asks_for_arch(no_gpu_here):
 def test_missing_package_gets_an_install_hint(tmp_path):
     # A stand-in 'cupy' module that fails the way a missing package does.
     (tmp_path / "cupy.py").write_text("raise ModuleNotFoundError(\"No module named 'cupy'\", name='cupy')\n")
-    result = run_sample("--elements", "16", env={"PYTHONPATH": str(tmp_path)})
+    path = os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))
+    result = run_sample("--elements", "16", env={"PYTHONPATH": path})
     assert_clean_failure(result, 1, "No module named 'cupy'", "pip install -r", "requirements.txt")
 
 
