@@ -22,14 +22,13 @@ result on CuPy buffers and checks it against NumPy.
 What you will learn:
 
 * compiling two translation units separately with cuda.core `Program`
-  (NVRTC): to relocatable PTX, or to LTO-IR;
-* linking them at run time with cuda.core `Linker` (nvJitLink), with and
-  without link-time optimization;
-* what LTO changes in the code it builds, read off the cubin: whether the
-  plug-in is still a call or was inlined, and how many registers it uses;
-* relinking the library's LTO-IR with another plug-in without compiling the
-  library again;
-* launching on a cuda.core stream that CuPy shares, and verifying the result.
+  (NVRTC), to relocatable PTX or to LTO-IR, and linking them at run time
+  with cuda.core `Linker` (nvJitLink), with and without LTO;
+* what LTO changes, read off the linked code: the plug-in still a call or
+  inlined, and the registers a thread uses;
+* relinking the library's LTO-IR with another plug-in without compiling
+  the library again, and why linking the library as PTX defeats LTO;
+* launching on a stream that CuPy shares, and verifying the result.
 
 Run `python jitLtoLinking.py --help` for the options.
 """
@@ -38,10 +37,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import hashlib
 import json
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 PROG = "jitLtoLinking.py"
@@ -49,8 +47,7 @@ HERE = Path(__file__).resolve().parent
 INSTALL_HINT = f"install what the sample needs with: python -m pip install -r {HERE / 'requirements.txt'}"
 sys.path.insert(0, str(HERE / "Utilities"))
 
-# Third-party imports are checked here and reported from main(), after the
-# command line is read, so --help works and a missing package is one message.
+# A missing or broken package is reported by main() as one message, not a traceback.
 IMPORT_PROBLEM: str | None = None
 try:
     import benchmark_table
@@ -58,9 +55,11 @@ try:
     import command_line
     import compile_cache
     import cuda_samples_utils as utils
+    import emitted_files
     import cupy as cp
     import gpu_session
     import numpy as np
+    import python_plugins
     import run_record
     import toolchain
     from cuda.core import LaunchConfig, Linker, LinkerOptions, Program, ProgramOptions, launch
@@ -75,9 +74,7 @@ except KeyboardInterrupt:
     sys.exit(130)
 
 
-# =============================================================================
-# Device code
-# =============================================================================
+# ==== Device code =============================================================
 
 # -----------------------------------------------------------------------------
 # The library: its kernel calls user_transform(), which it declares but does
@@ -158,9 +155,7 @@ extern "C" __device__ float user_transform(float x)
 """
 
 
-# =============================================================================
-# NumPy references and plug-ins
-# =============================================================================
+# ==== NumPy references and plug-ins ===========================================
 
 
 def default_reference(x: np.ndarray) -> np.ndarray:
@@ -176,12 +171,16 @@ def swap_reference(x: np.ndarray) -> np.ndarray:
 
 @dataclass
 class Plugin:
-    """A plug-in: the name its compiler messages use, its source, its NumPy reference (if any), its folder."""
+    """A plug-in: its file name, its source (CUDA C++ or Python), its NumPy reference (if any), its folder."""
 
     name: str
     source: str
-    reference: object = None  # a NumPy function; a user's .cu plug-in has none
-    folder: Path | None = None  # where its quoted #includes are found
+    reference: object = None  # a NumPy function; a CUDA C++ plug-in of the user's has none
+    folder: Path | None = None  # where its quoted #includes are found (and the file itself)
+
+    @property
+    def is_python(self) -> bool:
+        return self.name.endswith(".py")
 
     def translation_unit(self) -> str:
         """What NVRTC compiles: the contract, then the plug-in under its own file name and line numbers."""
@@ -192,23 +191,10 @@ DEFAULT_PLUGIN = Plugin("default_plugin.cu", DEFAULT_PLUGIN_SOURCE, default_refe
 SWAP_PLUGIN = Plugin("swap_plugin.cu", SWAP_PLUGIN_SOURCE, swap_reference)
 
 
-# =============================================================================
-# Compile and link: the only places that call NVRTC and nvJitLink
-# =============================================================================
+# ==== Compile and link: the only places that call NVRTC and nvJitLink =========
 
 
-@dataclass
-class Toolchain:
-    """Where and how this run builds: the architecture, the program cache, the clock, every compile made."""
-
-    arch: str  # "sm_90"
-    cache: object = None  # cuda.core's FileStreamProgramCache, with --cache-dir
-    clock: object = field(default_factory=lambda: run_record.Timeline())
-    compiles: list[dict] = field(default_factory=list)
-    notes: set = field(default_factory=set)
-
-
-def compile_module(tools: Toolchain, source: str, name: str, target: str, folder: Path | None = None):
+def compile_module(tools: toolchain.Toolchain, source: str, name: str, target: str, folder: Path | None = None):
     """NVRTC: one translation unit to 'ptx' or 'ltoir' (to be linked later), or to a whole 'cubin'."""
     options = ProgramOptions(
         name=name,
@@ -232,26 +218,27 @@ def compile_module(tools: Toolchain, source: str, name: str, target: str, folder
                     code = program.compile(target)
             except Exception as exc:  # NVRTC's log, with the plug-in's file and line
                 raise toolchain.compile_error(exc, name) from None
-    record = {"module": name, "target": target, "ms": lap.ms, **compile_cache.store(cached, code, lap.ms)}
-    record["source_sha256"] = hashlib.sha256(source.encode()).hexdigest()
+    record = build_report.compile_record(name, target, lap.ms, source, compile_cache.store(cached, code, lap.ms))
     tools.compiles.append(record)
     return code, record
 
 
-def link_modules(tools: Toolchain, objects: list, lto: bool):
-    """nvJitLink: link object codes (PTX or LTO-IR) into one cubin; return it, its info log and the link ms."""
+def link_modules(tools: toolchain.Toolchain, objects: list, lto: bool, output: str = "cubin"):
+    """nvJitLink: link object codes (PTX or LTO-IR) into one cubin (or PTX); return it, its info log, the link ms."""
     # verbose: ptxas reports registers in the info log. no_cache: nvJitLink
     # would otherwise reuse an earlier run's work, and the link time shown
     # would not be the time a link takes.
-    options = LinkerOptions(arch=tools.arch, link_time_optimization=lto, verbose=True, no_cache=True)
+    options = LinkerOptions(
+        arch=tools.arch, link_time_optimization=lto, ptx=output == "ptx", verbose=True, no_cache=True
+    )
     linker = None
     try:
         # The clock starts before the Linker exists: nvJitLink already
         # assembles PTX inputs while they are added.
         with tools.clock.phase("link") as lap:
             linker = Linker(*objects, options=options)
-            cubin = linker.link("cubin")
-        return cubin, linker.get_info_log(), lap.ms
+            linked = linker.link(output)
+        return linked, linker.get_info_log(), lap.ms
     except Exception as exc:  # nvJitLink's log names the symbol at fault
         raise toolchain.link_error(exc, linker) from None
     finally:
@@ -259,80 +246,91 @@ def link_modules(tools: Toolchain, objects: list, lto: bool):
             linker.close()
 
 
-def link_build(label: str, tools: Toolchain, library, plugin: Plugin, compiles: list, gpu) -> build_report.Build:
-    """Compile the plug-in to the library's form, link the two, and report on the linked code."""
-    plugin_code, compiled = compile_module(
-        tools, plugin.translation_unit(), plugin.name, library.code_type, plugin.folder
-    )
-    build = build_report.Build(label, compiles=compiles + [compiled])
-    build.code, build.link_log, build.link_ms = link_modules(
-        tools, [library, plugin_code], lto=library.code_type == "ltoir"
-    )
-    return report(build, tools, gpu)
+# ==== The lesson: steps [1] to [3] ============================================
 
 
-def report(build: build_report.Build, tools: Toolchain, gpu) -> build_report.Build:
-    """Read the report off the built code (loading the kernel on a GPU run) and print it."""
-    with tools.clock.phase("report"):
-        if not build.skipped:
-            # The linked ObjectCode is kept; on a GPU its kernel is loaded from it, ready to launch.
-            build_report.read_report(build, build.code.get_kernel("apply_transform") if gpu else None)
-    print("\n".join(build_report.report_lines(build)))
-    return build
-
-
-# =============================================================================
-# The lesson: steps [1] to [3]
-# =============================================================================
-
-
-def run_steps(tools: Toolchain, plugin: Plugin, gpu) -> list[build_report.Build]:
-    """Link the plug-in into the library by PTX linking, then with LTO; then swap the plug-in."""
+def run_steps(tools: toolchain.Toolchain, plugins: list[Plugin], gpu) -> list[build_report.Build]:
+    """Link each plug-in into the library by PTX linking, then with LTO; then swap in another plug-in."""
     # [1] PTX linking: each module is compiled on its own to relocatable PTX;
     # nvJitLink assembles each one and links the machine code. The plug-in
     # stays a separate function that the kernel calls.
     print("\n[1] PTX linking (no LTO)")
+    ptx_builds = []
     if utils.driver_version() is None:  # cuda.core asks the driver for its version before compiling to PTX
-        ptx = report(build_report.Build("ptx", skipped=toolchain.PTX_NEEDS_A_DRIVER), tools, gpu)
+        ptx_builds.append(report(build_report.Build("ptx", skipped=toolchain.PTX_NEEDS_A_DRIVER), tools, gpu))
     else:
         library_ptx, compiled = compile_module(tools, LIBRARY_SOURCE, LIBRARY_NAME, "ptx")
-        ptx = link_build("ptx", tools, library_ptx, plugin, [compiled], gpu)
-        check(ptx, plugin, gpu, tools)
+        for plugin in plugins:
+            ptx = link_build("ptx", tools, library_ptx, plugin, [compiled], gpu)
+            check(ptx, plugin, gpu, tools)
+            ptx_builds.append(ptx)
 
     # [2] LTO: each module is compiled to LTO-IR; nvJitLink optimizes them
     # together, so it can inline the plug-in into the library's kernel, as
     # if they were one source.
     print("\n[2] LTO linking (link-time optimization)")
     library_ltoir, compiled = compile_module(tools, LIBRARY_SOURCE, LIBRARY_NAME, "ltoir")
-    lto = link_build("lto", tools, library_ltoir, plugin, [compiled], gpu)
-    check(lto, plugin, gpu, tools)
+    lto_builds = []
+    for i, plugin in enumerate(plugins):
+        lto = link_build("lto", tools, library_ltoir, plugin, [compiled], gpu)
+        check(lto, plugin, gpu, tools, ptx=ptx_builds[i] if gpu else None)
+        lto_builds.append(lto)
 
     # [3] Plug-in swap: the library's LTO-IR from step [2] is linked again
     # with another plug-in; only the plug-in is compiled.
     print("\n[3] Plug-in swap")
     compiles_before = len(tools.compiles)
     swap = link_build("swap", tools, library_ltoir, SWAP_PLUGIN, [], gpu)
-    print(
-        f"  [swap] library LTO-IR reused from step [2], not compiled again: {compiled_in_swap(tools, compiles_before)}"
-    )
+    print(build_report.swap_line(tools.compiles[compiles_before:], tools.compiles, LIBRARY_SOURCE, LIBRARY_NAME))
     check(swap, SWAP_PLUGIN, gpu, tools)
-    return [ptx, lto, swap]
+    return ptx_builds + lto_builds + [swap]
 
 
-def compiled_in_swap(tools: Toolchain, compiles_before: int) -> str:
-    """What NVRTC compiled in step [3], and how often it compiled the library to LTO-IR in the whole run."""
-    in_step = ", ".join(r["module"] for r in tools.compiles[compiles_before:] if r["cache"] != "hit") or "nothing"
-    library = hashlib.sha256(LIBRARY_SOURCE.encode()).hexdigest()
-    count = sum(
-        r["source_sha256"] == library and r["target"] == "ltoir" and r["cache"] != "hit" for r in tools.compiles
+# ==== What each step does with a plug-in ============================================
+
+
+def compile_plugin(tools: toolchain.Toolchain, plugin: Plugin, target: str):
+    """The plug-in in the form the library was compiled to: NVRTC compiles CUDA C++, numba-cuda Python."""
+    if not plugin.is_python:
+        return compile_module(tools, plugin.translation_unit(), plugin.name, target, plugin.folder)
+    # numba-cuda compiles user_transform(x) with the C ABI, to PTX or LTO-IR like
+    # NVRTC's; the same function compiled for the CPU is its NumPy reference.
+    code, plugin.reference = python_plugins.compile_plugin(plugin.folder / plugin.name, target, tools.arch, tools)
+    return code, tools.compiles[-1]
+
+
+def link_build(kind: str, tools: toolchain.Toolchain, library, plugin: Plugin, compiles: list, gpu, plugin_code=None):
+    """Compile the plug-in to the library's form (unless given), link the two, and report on the linked code."""
+    if plugin_code is None:
+        plugin_code, compiled = compile_plugin(tools, plugin, library.code_type)
+        compiles = compiles + [compiled]
+    build = build_report.Build(
+        label(kind, plugin, tools), plugin=plugin.name, compiles=compiles, inputs=[library, plugin_code]
     )
-    times = {0: "not at all (cache hit)", 1: "once"}.get(count, f"{count} times")
-    return f"NVRTC compiled {in_step} in this step; {LIBRARY_NAME} to LTO-IR {times} in this run"
+    # LTO needs LTO-IR: nvJitLink optimizes across the inputs that are LTO-IR, and only those.
+    lto = plugin_code.code_type == "ltoir"
+    build.code, build.link_log, build.link_ms = link_modules(tools, build.inputs, lto)
+    return report(build, tools, gpu)
 
 
-# =============================================================================
-# Launch and verify
-# =============================================================================
+def label(kind: str, plugin: Plugin, tools: toolchain.Toolchain) -> str:
+    """A build's label: its kind ("ptx", "lto", ...) and, with several plug-ins, the plug-in's name."""
+    return f"{kind} {plugin.name}" if tools.several_plugins else kind
+
+
+def report(build: build_report.Build, tools: toolchain.Toolchain, gpu) -> build_report.Build:
+    """Read the report off the built code (loading the kernel on a GPU run), print it, and --emit the files."""
+    with tools.clock.phase("report"):
+        if not build.skipped:
+            # The linked ObjectCode is kept; on a GPU its kernel is loaded from it, ready to launch.
+            build_report.read_report(build, build.code.get_kernel("apply_transform") if gpu else None)
+    print("\n".join(build_report.report_lines(build)))
+    if tools.emit and not build.skipped:
+        emitted_files.write_build(tools.emit, build, relink=lambda inputs: link_modules(tools, inputs, True, "ptx")[0])
+    return build
+
+
+# ==== Launch and verify =======================================================
 
 BLOCK_SIZE = 256
 
@@ -349,120 +347,122 @@ def launch_transform(kernel, stream, d_in, d_out, grid: int) -> None:
     launch(stream, config, kernel, d_in.data.ptr, d_out.data.ptr, np.uint64(d_out.size))
 
 
-def check(build: build_report.Build, plugin: Plugin, gpu: gpu_session.Gpu | None, tools: Toolchain) -> None:
-    """Launch the build's kernel; verify its output against the plug-in's NumPy reference, or the PTX build's."""
+def check(
+    build: build_report.Build, plugin: Plugin, gpu: gpu_session.Gpu | None, tools: toolchain.Toolchain, ptx=None
+) -> None:
+    """Launch the build's kernel; verify its output against the plug-in's reference, or else the PTX build's."""
     if gpu is None:
         return
-    with tools.clock.phase("launch"):
-        utils.poison(gpu.d_out, gpu.stream)  # an element the kernel never writes stays NaN and fails
-        launch_transform(build.kernel, gpu.stream, gpu.d_in, gpu.d_out, grid_size(gpu.d_out.size, gpu.max_grid))
-        gpu.stream.sync()
-    if plugin.reference is None and gpu.d_ref is None:
-        # A user's plug-in has no NumPy reference: keep this result to
-        # cross-check the LTO build against it in step [2].
-        gpu.d_ref, gpu.d_out = gpu.d_out, cp.empty_like(gpu.d_out)
-        print(f"  [{build.label}] launched; {plugin.name} has no NumPy reference, so step [2] cross-checks the builds")
-        return
+    if plugin.reference is None:  # a CUDA C++ plug-in of the user's: cross-check the LTO build with the PTX one
+        if ptx is None:
+            run_kernel(build, gpu.d_out, gpu, tools)
+            print(f"  [{build.label}] launched; {plugin.name} has no NumPy reference: step [2] cross-checks")
+            return
+        run_kernel(ptx, gpu.d_ref, gpu, tools)
+    run_kernel(build, gpu.d_out, gpu, tools)
     with tools.clock.phase("verify"):
-        build.verification = verify(gpu.d_out, plugin, gpu)
+        build.verification = gpu.verify(gpu.d_out, plugin.reference, plugin.name)
     print("\n".join(build_report.verification_lines(build)))
 
 
-def verify(d_out, plugin: Plugin, gpu: gpu_session.Gpu):
-    """Compare d_out with the plug-in's NumPy reference (computed once per run), or else with the PTX result."""
-    if plugin.reference is None:
-        return utils.verify(d_out, gpu.d_ref, gpu.cupy_stream, "cross-check")
-    if plugin.name not in gpu.references:
-        gpu.references[plugin.name] = utils.kept_reference(plugin.reference, gpu.host_input)
-    return utils.verify(d_out, gpu.references[plugin.name], gpu.cupy_stream, "reference")
+def run_kernel(build: build_report.Build, d_out, gpu: gpu_session.Gpu, tools: toolchain.Toolchain) -> None:
+    """Poison d_out, launch the build's kernel over the input into it, and wait."""
+    with tools.clock.phase("launch"):
+        utils.poison(d_out, gpu.stream)  # an element the kernel never writes stays NaN and fails
+        launch_transform(build.kernel, gpu.stream, gpu.d_in, d_out, grid_size(d_out.size, gpu.max_grid))
+        gpu.stream.sync()
 
 
-# =============================================================================
-# main: the whole run in a screenful
-# =============================================================================
+# ==== main: the whole run in a screenful ======================================
 
 
 def main(argv=None) -> int:
-    """Build the library and the plug-in, link with and without LTO, launch, verify, compare; the exit code."""
+    """Build the library and the plug-ins, link with and without LTO, launch, verify, compare; the exit code."""
     if IMPORT_PROBLEM:
         print(f"{PROG}: error: {IMPORT_PROBLEM}", file=sys.stderr)
         return 1  # the module that names the exit codes may be the one missing
     args = parse_args(argv)
-    plugin = args.plugin_object
+    plugins = args.plugins
     # Run: the clock, the JSON record, and one message and exit code for any failure inside.
     with run_record.Run(PROG, args.json, args.elements) as run, contextlib.ExitStack() as held:
-        run.check_output([args.plugin] if args.plugin else [])
+        run.check_output([p.folder / p.name for p in plugins if p.folder])
         cache = held.enter_context(compile_cache.open_cache(args.cache_dir)) if args.cache_dir else None
         gpu = None
         if not args.compile_only:
-            arrays = 2 if plugin.reference else 3  # a third keeps the PTX result to cross-check against
+            arrays = 3 if any(p.reference is None and not p.is_python for p in plugins) else 2  # 3: for a cross-check
             gpu = held.enter_context(gpu_session.open_gpu(args.device, args.elements, arrays, run.clock, run.record))
         toolchain.check_libraries(INSTALL_HINT)
         run.record["versions"] = toolchain.library_versions()
         arch = f"sm_{gpu.device.arch}" if gpu else gpu_session.compile_only_arch(args.arch, args.device, run.record)
-        tools = Toolchain(arch, cache, run.clock)
+        tools = toolchain.Toolchain(arch, cache, run.clock, emit=args.emit, several_plugins=len(plugins) > 1)
 
-        run.builds += run_steps(tools, plugin, gpu)
+        run.builds += run_steps(tools, plugins, gpu)
 
-        if gpu is None:
-            print("\nBuilt and reported without launching. Done")
-            run.exit_code = utils.EXIT_OK
-        else:
-            ok = all(build.verification.ok for build in run.builds if build.verification)
-            if args.benchmark:
-                with run.clock.phase("benchmark"):
-                    ok = benchmark(tools, plugin, gpu, run.builds[:2], run.record) and ok
-            print(f"\n{run.clock.line()}\n")
-            run.exit_code = finish(ok, plugin)
+        ok = all(build.verification.ok for build in run.builds if build.verification)
+        if gpu and args.benchmark:
+            with run.clock.phase("benchmark"):
+                ok = benchmark(tools, plugins, gpu, run.builds, run.record) and ok
+        run.exit_code = finish(ok, plugins, gpu, run.clock)
     return run.exit_code
 
 
-def finish(ok: bool, plugin: Plugin) -> int:
-    """The last line, as the original sample prints it; the exit code."""
+def finish(ok: bool, plugins: list[Plugin], gpu, clock) -> int:
+    """Where the time went, and the last line, as the original sample prints it; the exit code."""
+    if gpu is None:
+        print("\nBuilt and reported without launching. Done")
+        return utils.EXIT_OK
+    print(f"\n{clock.line()}\n")
     if not ok:
         print("Verification FAILED: see the lines marked FAILED above")
         return utils.EXIT_FAILED
-    how = "" if plugin.reference is not None else f" (cross-checked: {plugin.name} has no NumPy reference)"
+    unchecked = [p.name for p in plugins if p.reference is None]
+    how = f" (cross-checked: {', '.join(unchecked)} has no NumPy reference)" if unchecked else ""
     print(f"Both PTX and LTO linked kernels produced matching results{how}. Done")
     return utils.EXIT_OK
 
 
-# =============================================================================
-# Benchmark: how close each build comes to a device-to-device copy
-# =============================================================================
+# ==== Benchmark: how close each build comes to a device-to-device copy ========
 
 BENCHMARK_WARMUP, BENCHMARK_REPEATS = 5, 25
 CUPY_DEFAULT_TRANSFORM = "const float t = x * x + 3.0f * x - 1.0f; y = t > 0.0f ? t : 0.0f;"
 
 
-def benchmark(tools: Toolchain, plugin: Plugin, gpu: gpu_session.Gpu, builds: list, record: dict) -> bool:
-    """Time every build's kernel, a whole-program build, CuPy and a device copy, verifying each; print one table."""
+def benchmark(
+    tools: toolchain.Toolchain, plugins: list[Plugin], gpu: gpu_session.Gpu, builds: list, record: dict
+) -> bool:
+    """Time each plug-in's builds, with a whole-program and a half-LTO build, CuPy, and a device copy; verify each."""
     print("\n[4] Benchmark")
-    # The whole program: library and plug-in as one translation unit, no linker.
-    source = LIBRARY_SOURCE + plugin.translation_unit()
-    code, compiled = compile_module(tools, source, "whole_program.cu", "cubin", plugin.folder)
-    builds = [b for b in builds if not b.skipped]
-    builds.append(report(build_report.Build("whole program", code=code, compiles=[compiled]), tools, gpu))
-    grid = grid_size(gpu.d_out.size, gpu.max_grid)
-    rows = []
-    for build in builds:
-        utils.poison(gpu.d_out, gpu.stream)
-        ms = time_ms(gpu, lambda b=build: launch_transform(b.kernel, gpu.stream, gpu.d_in, gpu.d_out, grid))
-        rows.append(benchmark_table.build_row(build, ms, verify(gpu.d_out, plugin, gpu).ok))
-    if plugin is DEFAULT_PLUGIN:  # what a user would otherwise write: CuPy's ElementwiseKernel of the formula
-        transform = cp.ElementwiseKernel("float32 x", "float32 y", CUPY_DEFAULT_TRANSFORM, "cupy_default_transform")
-        utils.poison(gpu.d_out, gpu.stream)
-        with tools.clock.phase("benchmark") as first_call:  # compiles (or loads from CuPy's cache) and launches
-            transform(gpu.d_in, gpu.d_out)
-            gpu.stream.sync()
-        ms = time_ms(gpu, lambda: transform(gpu.d_in, gpu.d_out))
-        rows.append(["cupy elementwise", first_call.ms, None, None, None, None, ms, verify(gpu.d_out, plugin, gpu).ok])
+    rows, grid = [], grid_size(gpu.d_out.size, gpu.max_grid)
+    for plugin in plugins:
+        ptx, lto = (next(b for b in builds if b.plugin == plugin.name and b.kind == kind) for kind in ("ptx", "lto"))
+        if plugin.reference is None:  # the PTX build's output, to cross-check every timed build against
+            run_kernel(ptx, gpu.d_ref, gpu, tools)
+        # Half LTO, the common mistake: the library as PTX, only the plug-in as
+        # LTO-IR. It links, but LTO optimizes across LTO-IR inputs only, so
+        # user_transform stays a call.
+        half = link_build("half-LTO", tools, ptx.inputs[0], plugin, [], gpu, lto.inputs[1])
+        timed = [ptx, lto, half]
+        if not plugin.is_python:  # the whole program: library and plug-in as one translation unit, no linker
+            source = LIBRARY_SOURCE + plugin.translation_unit()
+            code, compiled = compile_module(tools, source, "whole_program.cu", "cubin", plugin.folder)
+            whole = build_report.Build(label("whole program", plugin, tools), code, plugin.name, compiles=[compiled])
+            timed.insert(2, report(whole, tools, gpu))
+        for build in timed:
+            utils.poison(gpu.d_out, gpu.stream)
+            ms = time_ms(gpu, lambda b=build: launch_transform(b.kernel, gpu.stream, gpu.d_in, gpu.d_out, grid))
+            rows.append(benchmark_table.build_row(build, ms, gpu.verify(gpu.d_out, plugin.reference, plugin.name).ok))
+        if plugin is DEFAULT_PLUGIN:  # what a user would otherwise write: CuPy's ElementwiseKernel of the formula
+            transform = cp.ElementwiseKernel("float32 x", "float32 y", CUPY_DEFAULT_TRANSFORM, "cupy_default_transform")
+            utils.poison(gpu.d_out, gpu.stream)
+            ms, first_ms = benchmark_table.time_first_and_median(gpu, lambda: transform(gpu.d_in, gpu.d_out), time_ms)
+            ok = gpu.verify(gpu.d_out, plugin.reference, plugin.name).ok
+            rows.append(["cupy elementwise", first_ms, None, None, None, None, ms, ok, plugin.name])
     copy = gpu.d_out.data.copy_from_device_async
     copy_ms = time_ms(gpu, lambda: copy(gpu.d_in.data, gpu.d_in.nbytes, stream=gpu.cupy_stream))
-    rows.append(["device copy", None, None, None, None, None, copy_ms, None])
+    rows.append(["device copy", None, None, None, None, None, copy_ms, None, None])
     record["benchmark"] = benchmark_table.record(rows, gpu.d_out.size, copy_ms, BENCHMARK_WARMUP, BENCHMARK_REPEATS)
-    benchmark_table.print_benchmark(record["benchmark"])
-    return all(row[-1] is not False for row in rows)
+    benchmark_table.print_benchmark(record["benchmark"], [p.name for p in plugins])
+    return all(row[7] is not False for row in rows)
 
 
 def time_ms(gpu: gpu_session.Gpu, launch_once) -> float:
@@ -470,9 +470,7 @@ def time_ms(gpu: gpu_session.Gpu, launch_once) -> float:
     return utils.median_time_ms(gpu.stream, launch_once, warmup=BENCHMARK_WARMUP, repeats=BENCHMARK_REPEATS)
 
 
-# =============================================================================
-# Command line
-# =============================================================================
+# ==== Command line ============================================================
 
 PLUGIN_LIMIT = 1 << 20  # bytes: a plug-in is a source file, not data
 
@@ -480,29 +478,19 @@ PLUGIN_LIMIT = 1 << 20  # bytes: a plug-in is a source file, not data
 def parse_args(argv=None) -> argparse.Namespace:
     """Read the command line; argparse itself exits with 2 on a usage error."""
     parser = argparse.ArgumentParser(
-        prog=PROG,
-        description="Link a library kernel with a plug-in device function at run time, "
-        "with PTX linking and with LTO, and verify both.",
+        prog=PROG, description="Link a plug-in into a library kernel, with and without LTO."
     )
     add = parser.add_argument
     elements = command_line.whole_number(1, "a whole number of elements, at least 1")
     add("--elements", type=elements, default=65536, metavar="N", help="elements to transform (default 65536)")
     device = command_line.whole_number(0, "a device number such as 0")
     add("--device", type=device, metavar="D", help="GPU to use (default 0)")
-    add(
-        "--plugin",
-        type=Path,
-        metavar="FILE.cu",
-        help='your plug-in: defines extern "C" __device__ float user_transform(float)',
-    )
+    plugin_help = 'a .cu file defining extern "C" __device__ float user_transform(float), a .py file, or a folder'
+    add("--plugin", type=Path, action="append", metavar="FILE", help=f"your plug-in (repeatable): {plugin_help}")
     add("--benchmark", action="store_true", help="time every build against CuPy and a device-to-device copy")
     add("--json", metavar="PATH", help="write every figure of the run as JSON to PATH ('-' for standard output)")
-    add(
-        "--cache-dir",
-        type=command_line.directory,
-        metavar="DIR",
-        help="keep compiled code in DIR (only you may write there)",
-    )
+    add("--cache-dir", type=command_line.directory, metavar="DIR", help="keep compiled code in DIR, yours alone")
+    add("--emit", type=command_line.directory, metavar="DIR", help="write each build's PTX, LTO-IR and cubins to DIR")
     add("--compile-only", action="store_true", help="build and report without launching (no GPU needed with --arch)")
     architecture = command_line.architecture(toolchain.supported_architectures)
     add("--arch", type=architecture, metavar="sm_XX", help="architecture to build for; only with --compile-only")
@@ -512,17 +500,17 @@ def parse_args(argv=None) -> argparse.Namespace:
     if args.compile_only and (args.benchmark or (args.arch and args.device is not None)):
         parser.error("--benchmark and --device need a GPU run; --compile-only --arch builds without one")
     args.device = args.device or 0
-    args.plugin_object = read_plugin(parser, args.plugin) if args.plugin else DEFAULT_PLUGIN
+    args.plugins = read_plugins(parser, args.plugin)
     return args
 
 
-def read_plugin(parser: argparse.ArgumentParser, path: Path) -> Plugin:
-    """The user's plug-in, or a usage error that says why the file cannot be one."""
+def read_plugins(parser: argparse.ArgumentParser, paths: list[Path] | None) -> list[Plugin]:
+    """The --plugin files (a folder: every .cu and .py in it), or a usage error that says why one cannot be used."""
     try:
-        source = command_line.read_source(path, PLUGIN_LIMIT)
+        found = command_line.plugin_sources(paths or [], PLUGIN_LIMIT, python_plugins.numba_problem)
     except ValueError as exc:
-        parser.error(f"--plugin {path}: {exc}")
-    return Plugin(path.name, source, reference=None, folder=path.resolve().parent)
+        parser.error(f"--plugin {exc}")
+    return [Plugin(path.name, source, folder=path.resolve().parent) for path, source in found] or [DEFAULT_PLUGIN]
 
 
 if __name__ == "__main__":

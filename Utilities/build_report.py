@@ -12,6 +12,7 @@ linker's verbose log) say how many registers a thread uses.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import re
 from dataclasses import dataclass, field
@@ -25,8 +26,10 @@ from elftools.elf.relocation import RelocationSection
 class Build:
     """One linked kernel, and what was measured and read off its code."""
 
-    label: str  # "ptx", "lto", "swap", "whole program"
+    label: str  # "ptx", "lto", "swap", "whole program", "half-LTO" (and the plug-in's name, with several)
     code: object = None  # the linked cuda.core ObjectCode (a cubin)
+    plugin: str = ""  # the plug-in's file name
+    inputs: list = field(default_factory=list)  # the ObjectCodes linked: the library's, the plug-in's
     compiles: list[dict] = field(default_factory=list)  # one record per NVRTC compile made for this build
     link_ms: float | None = None
     link_log: str = ""
@@ -43,6 +46,11 @@ class Build:
         return bytes(self.code.code) if self.code is not None else b""
 
     @property
+    def kind(self) -> str:
+        """The label without the plug-in's name: 'ptx', 'lto', 'half-LTO', ..."""
+        return self.label.removesuffix(f" {self.plugin}") if self.plugin else self.label
+
+    @property
     def compile_ms(self) -> float:
         return sum(record["ms"] for record in self.compiles)
 
@@ -50,6 +58,7 @@ class Build:
         """The build's figures, for --json."""
         return {
             "build": self.label,
+            "plugin": self.plugin or None,
             "skipped": self.skipped,
             "compile_ms": self.compile_ms,
             "link_ms": self.link_ms,
@@ -194,3 +203,27 @@ def verification_lines(build: Build) -> list[str]:
         else "cross-checked against the ptx build: they match"
     )
     return [f"  [{build.label}] {check.describe()}", f"  [{build.label}] result {passed}"]
+
+
+def digest(source: str) -> str:
+    """A source's SHA-256, kept in each compile record: which source a compile was of, whatever its file name."""
+    return hashlib.sha256(source.encode()).hexdigest()
+
+
+def compile_record(module: str, target: str, ms: float, source: str, cache: dict) -> dict:
+    """One compile, as the report and --json keep it: what was compiled, to what, how long, and the cache's part."""
+    return {"module": module, "target": target, "ms": ms, **cache, "source_sha256": digest(source)}
+
+
+def swap_line(compiles_in_step: list[dict], all_compiles: list[dict], library_source: str, library_name: str) -> str:
+    """Step [3]'s proof: what NVRTC compiled in the step, and how often it compiled the library to LTO-IR in the run."""
+    compiled = ", ".join(r["module"] for r in compiles_in_step if r["cache"] != "hit") or "nothing"
+    library = digest(library_source)
+    count = sum(
+        r.get("source_sha256") == library and r["target"] == "ltoir" and r["cache"] != "hit" for r in all_compiles
+    )
+    times = {0: "not at all (cache hit)", 1: "once"}.get(count, f"{count} times")
+    return (
+        f"  [swap] library LTO-IR reused from step [2], not compiled again: NVRTC compiled {compiled} in this step; "
+        f"{library_name} to LTO-IR {times} in this run"
+    )

@@ -72,3 +72,24 @@ def read_source(path: Path, limit: int) -> str:
         return data.decode("utf-8-sig")  # a byte-order mark, which some editors write, is not code
     except UnicodeDecodeError as exc:
         raise ValueError(f"is not UTF-8 text (byte {exc.start} cannot be decoded)") from None
+
+
+def plugin_sources(paths: list[Path], limit: int, python_problem) -> list[tuple[Path, str]]:
+    """(path, text) of each plug-in; a folder stands for every .cu and .py file in it.
+
+    ValueError names the path and says why it cannot be used; a .py plug-in
+    when python_problem() says Python plug-ins cannot be compiled here.
+    """
+    found = []
+    for path in paths:
+        files = sorted(p for p in path.iterdir() if p.suffix in (".cu", ".py")) if path.is_dir() else [path]
+        if not files:
+            raise ValueError(f"{path}: the folder holds no .cu or .py plug-in")
+        for file in files:
+            try:
+                found.append((file, read_source(file, limit)))
+            except ValueError as exc:
+                raise ValueError(f"{file}: {exc}") from None
+            if file.suffix == ".py" and python_problem():
+                raise ValueError(f"{file}: {python_problem()}")
+    return found

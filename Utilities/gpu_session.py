@@ -18,6 +18,11 @@ import cuda_samples_utils as utils
 import numpy as np
 
 
+# Host bytes a NumPy reference may keep to serve several builds; a larger one
+# is computed again for each build, so host memory stays near the input's size.
+REFERENCE_BUDGET = 256 * 2**20
+
+
 @dataclass
 class Gpu:
     """The device, one stream that CuPy shares, and the run's buffers."""
@@ -34,6 +39,14 @@ class Gpu:
     @property
     def max_grid(self) -> int:
         return self.device.properties.max_grid_dim_x
+
+    def verify(self, d_out, reference, name: str):
+        """Compare d_out with a NumPy reference (computed once per name), or without one, with d_ref (a cross-check)."""
+        if reference is None:
+            return utils.verify(d_out, self.d_ref, self.cupy_stream, "cross-check")
+        if name not in self.references:
+            self.references[name] = utils.kept_reference(reference, self.host_input, REFERENCE_BUDGET)
+        return utils.verify(d_out, self.references[name], self.cupy_stream, "reference")
 
 
 @contextlib.contextmanager

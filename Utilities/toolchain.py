@@ -14,12 +14,28 @@ import contextlib
 import re
 import sys
 import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
 
 from cuda_samples_utils import SampleError, driver_version
+from run_record import Timeline
 
 # Every control byte but newline and tab: NVRTC's logs end with a NUL byte,
 # and a plug-in's text could carry others that would garble the terminal.
 _CONTROL_BYTES = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+@dataclass
+class Toolchain:
+    """Where and how a run builds: the architecture, the program cache, the clock, every compile made."""
+
+    arch: str  # "sm_90"
+    cache: object = None  # cuda.core's FileStreamProgramCache, with --cache-dir
+    clock: Timeline = field(default_factory=Timeline)
+    compiles: list[dict] = field(default_factory=list)  # one record per compile, in order
+    notes: set = field(default_factory=set)  # notes already printed once
+    emit: Path | None = None  # --emit DIR
+    several_plugins: bool = False  # then each build's label names its plug-in
 
 
 PTX_NEEDS_A_DRIVER = (

@@ -16,6 +16,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "Utilities"))
 
 import cuda_samples_utils as utils
+import toolchain
 
 import jitLtoLinking as sample
 
@@ -43,9 +44,9 @@ def assert_clean_failure(result, code: int, *phrases: str) -> None:
 
 def lto_build(plugin, cache=None, arch: str = ARCH):
     """The sample's own LTO build of the library and `plugin` for `arch`, reported from the linked code."""
-    tools = sample.Toolchain(arch, cache)
+    tools = toolchain.Toolchain(arch, cache)
     library, _ = sample.compile_module(tools, sample.LIBRARY_SOURCE, sample.LIBRARY_NAME, "ltoir")
     return sample.link_build("lto", tools, library, plugin, [], gpu=None), tools
 
 
-__all__ = ["ARCH", "PLUGINS", "ROOT", "assert_clean_failure", "lto_build", "run_sample", "sample", "utils"]
+__all__ = ["toolchain", "ARCH", "PLUGINS", "ROOT", "assert_clean_failure", "lto_build", "run_sample", "sample", "utils"]

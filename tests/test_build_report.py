@@ -57,7 +57,7 @@ def test_report_lines_say_what_was_read_and_the_cache_state():
 def test_the_summary_keeps_every_json_key():
     summary = build_report.Build("swap").summary()
     assert list(summary) == [
-        "build", "skipped", "compile_ms", "link_ms", "compiles", "cubin_bytes", "registers", "registers_from",
+        "build", "plugin", "skipped", "compile_ms", "link_ms", "compiles", "cubin_bytes", "registers", "registers_from",
         "user_transform_calls_left", "user_transform_inlined", "verification",
     ]  # fmt: skip
     assert sample.Plugin("x.cu", "").translation_unit().startswith(sample.PLUGIN_CONTRACT)

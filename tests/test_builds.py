@@ -8,6 +8,7 @@ import json
 
 import build_report
 import pytest
+import toolchain
 from helpers import ARCH, PLUGINS, assert_clean_failure, lto_build, run_sample, sample, utils
 
 
@@ -22,7 +23,7 @@ def test_lto_inlines_the_default_plugin():
 def test_separately_compiled_machine_code_stays_a_call_and_every_call_site_is_counted():
     # Relocatable cubins linked without LTO: the same separation PTX linking
     # has, built without a driver. Nothing can inline across the two modules.
-    tools = sample.Toolchain(ARCH)
+    tools = toolchain.Toolchain(ARCH)
     # compile_module makes a whole cubin (no -rdc) for target "cubin"; here both modules stay relocatable.
     options = sample.ProgramOptions(arch=ARCH, relocatable_device_code=True)
     library = sample.Program(sample.LIBRARY_SOURCE, "c++", options).compile("cubin")
@@ -45,7 +46,7 @@ def test_a_recursive_plugin_cannot_be_inlined_and_is_reported_as_a_function():
 
 
 def test_whole_program_build_needs_no_linker_and_inlines():
-    tools = sample.Toolchain(ARCH)
+    tools = toolchain.Toolchain(ARCH)
     source = sample.LIBRARY_SOURCE + sample.DEFAULT_PLUGIN.translation_unit()
     code, record = sample.compile_module(tools, source, "whole_program.cu", "cubin")
     facts = build_report.read_cubin(bytes(code.code))
@@ -54,8 +55,8 @@ def test_whole_program_build_needs_no_linker_and_inlines():
 
 
 def test_the_steps_compile_the_library_to_ltoir_once_and_the_swap_only_compiles_its_plugin(capsys):
-    tools = sample.Toolchain(ARCH)
-    ptx, lto, swap = sample.run_steps(tools, sample.DEFAULT_PLUGIN, gpu=None)
+    tools = toolchain.Toolchain(ARCH)
+    ptx, lto, swap = sample.run_steps(tools, [sample.DEFAULT_PLUGIN], gpu=None)
     out = capsys.readouterr().out
     assert lto.inlined and swap.inlined and lto.code is not swap.code
     assert [c["module"] for c in swap.compiles] == ["swap_plugin.cu"]
@@ -65,8 +66,8 @@ def test_the_steps_compile_the_library_to_ltoir_once_and_the_swap_only_compiles_
 
 
 def test_a_plugin_named_like_the_library_does_not_count_as_the_library(tmp_path, capsys):
-    tools = sample.Toolchain(ARCH)
-    sample.run_steps(tools, sample.Plugin("library.cu", sample.DEFAULT_PLUGIN_SOURCE), gpu=None)
+    tools = toolchain.Toolchain(ARCH)
+    sample.run_steps(tools, [sample.Plugin("library.cu", sample.DEFAULT_PLUGIN_SOURCE)], gpu=None)
     assert "library.cu to LTO-IR once in this run" in capsys.readouterr().out
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import compile_cache
 import pytest
+import toolchain
 from helpers import ARCH, assert_clean_failure, run_sample, sample
 
 
@@ -96,7 +97,7 @@ def test_a_cache_that_cannot_be_written_is_reported_as_such_not_as_an_install_pr
         def __setitem__(self, key, value):
             raise PermissionError(13, "Permission denied")
 
-    tools = sample.Toolchain(ARCH, cache=ReadOnlyCache())
+    tools = toolchain.Toolchain(ARCH, cache=ReadOnlyCache())
     code, record = sample.compile_module(tools, sample.DEFAULT_PLUGIN.translation_unit(), "p.cu", "ltoir")
     assert code is not None and record["cache"] == "miss"
     assert record["note"] == "not stored: the cache cannot be written (Permission denied)"

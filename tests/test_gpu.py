@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import toolchain
 from helpers import PLUGINS, assert_clean_failure, run_sample, sample, utils
 
 pytestmark = pytest.mark.gpu
@@ -60,7 +61,7 @@ def lto_kernel():
 
     device = utils.list_devices()[0]
     device.set_current()
-    tools = sample.Toolchain(f"sm_{device.arch}")
+    tools = toolchain.Toolchain(f"sm_{device.arch}")
     library, _ = sample.compile_module(tools, sample.LIBRARY_SOURCE, sample.LIBRARY_NAME, "ltoir")
     plugin, _ = sample.compile_module(tools, sample.DEFAULT_PLUGIN.translation_unit(), "plugin.cu", "ltoir")
     linked, _, _ = sample.link_modules(tools, [library, plugin], lto=True)

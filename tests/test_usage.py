@@ -52,8 +52,21 @@ def test_missing_plugin_file_is_reported_before_compiling(tmp_path):
     assert_clean_failure(run_sample("--plugin", str(tmp_path / "nope.cu")), 2, "no such file")
 
 
-def test_plugin_that_is_a_directory_is_reported(tmp_path):
-    assert_clean_failure(run_sample("--plugin", str(tmp_path)), 2, "is a directory")
+def test_a_plugin_folder_without_plugins_is_reported(tmp_path):
+    assert_clean_failure(run_sample("--plugin", str(tmp_path)), 2, "the folder holds no .cu or .py plug-in")
+
+
+def test_a_plugin_folder_stands_for_every_plugin_in_it_and_plugin_repeats(tmp_path):
+    for name in ("b.cu", "a.cu", "notes.txt"):
+        (tmp_path / name).write_text(sample.DEFAULT_PLUGIN_SOURCE)
+    args = sample.parse_args(["--plugin", str(tmp_path), "--plugin", str(PLUGINS / "typo.cu")])
+    assert [p.name for p in args.plugins] == ["a.cu", "b.cu", "typo.cu"]
+
+
+def test_a_bad_plugin_among_several_fails_before_compiling(tmp_path):
+    result = run_sample("--plugin", str(PLUGINS / "typo.cu"), "--plugin", str(tmp_path / "nope.cu"))
+    assert_clean_failure(result, 2, "nope.cu: no such file")
+    assert "[1]" not in result.stdout
 
 
 def test_unreadable_plugin_is_reported(tmp_path, monkeypatch, capsys):
@@ -214,7 +227,7 @@ def test_help_lists_every_option():
 def test_defaults_match_the_original_sample():
     args = sample.parse_args([])
     assert (args.elements, args.device, args.plugin, args.benchmark) == (65536, 0, None, False)
-    assert args.plugin_object is sample.DEFAULT_PLUGIN
+    assert args.plugins == [sample.DEFAULT_PLUGIN]
 
 
 def test_device_index_out_of_range_lists_the_devices():
