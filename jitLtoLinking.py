@@ -361,7 +361,8 @@ def check(
         run_kernel(ptx, gpu.d_ref, gpu, tools)
     run_kernel(build, gpu.d_out, gpu, tools)
     with tools.clock.phase("verify"):
-        build.verification = gpu.verify(gpu.d_out, plugin.reference, plugin.name)
+        method = "cpu-compiled" if plugin.is_python else "reference"  # a Python plug-in's reference is numba's
+        build.verification = gpu.verify(gpu.d_out, plugin.reference, plugin.name, method)
     print("\n".join(build_report.verification_lines(build)))
 
 

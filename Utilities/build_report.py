@@ -197,11 +197,11 @@ def verification_lines(build: Build) -> list[str]:
     check = build.verification
     if not check.ok:
         return [f"  [{build.label}] FAILED: {check.describe()}"]
-    passed = (
-        "verified against NumPy reference"
-        if check.method == "reference"
-        else "cross-checked against the ptx build: they match"
-    )
+    passed = {
+        "reference": "verified against NumPy reference",
+        "cpu-compiled": "verified against the same Python function compiled for the CPU (numba.vectorize)",
+        "cross-check": "cross-checked against the ptx build: they match",
+    }[check.method]
     return [f"  [{build.label}] {check.describe()}", f"  [{build.label}] result {passed}"]
 
 

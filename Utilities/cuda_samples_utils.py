@@ -271,7 +271,7 @@ STAGING_BUFFERS = 3
 class Verification:
     """The outcome of checking `checked` elements."""
 
-    method: str  # "reference" (NumPy) or "cross-check" (two GPU results)
+    method: str  # "reference" (NumPy), "cpu-compiled" (the function built for the CPU), "cross-check" (two GPU results)
     checked: int = 0
     bad: int = 0
     unwritten: int = 0

@@ -40,13 +40,13 @@ class Gpu:
     def max_grid(self) -> int:
         return self.device.properties.max_grid_dim_x
 
-    def verify(self, d_out, reference, name: str):
-        """Compare d_out with a NumPy reference (computed once per name), or without one, with d_ref (a cross-check)."""
+    def verify(self, d_out, reference, name: str, method: str = "reference"):
+        """Compare d_out with a reference (computed once per name), or without one, with d_ref (a cross-check)."""
         if reference is None:
             return utils.verify(d_out, self.d_ref, self.cupy_stream, "cross-check")
         if name not in self.references:
             self.references[name] = utils.kept_reference(reference, self.host_input, REFERENCE_BUDGET)
-        return utils.verify(d_out, self.references[name], self.cupy_stream, "reference")
+        return utils.verify(d_out, self.references[name], self.cupy_stream, method)
 
 
 @contextlib.contextmanager

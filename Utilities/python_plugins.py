@@ -92,17 +92,19 @@ def _numba_errors(name: str):
     try:
         yield
     except Exception as exc:  # noqa: BLE001 -- numba raises many kinds; its message is what matters
-        text = str(exc)
-        where = re.findall(r"File .*, line (\d+)", text)  # numba names the plug-in's line it could not type
-        kept = [
-            line
-            for line in text.splitlines()
-            if line.strip() and not line.startswith(("Failed in", "During:", "File "))
-        ]
-        kept = list(dict.fromkeys(re.sub(r" for '\$[^']*', defined at \w+", "", line) for line in kept))
-        reason, source = (kept[0], kept[1:]) if kept else (type(exc).__name__, [])
-        line = f", line {where[0]}" if where else ""
-        raise SampleError(f"numba-cuda could not compile {name}{line}: {reason}\n" + "\n".join(source)) from None
+        raise SampleError(_numba_message(str(exc), name)) from None
+
+
+def _numba_message(text: str, name: str) -> str:
+    """numba's first reason and the plug-in's line it points at, without the list of overloads it tried."""
+    reasons = [line for line in text.splitlines() if line.strip() and not line.startswith(("Failed in", "During:"))]
+    reason = re.sub(r" for '\$[^']*', defined at \w+", "", reasons[0]) if reasons else "it could not be compiled"
+    places = re.findall(r'File "([^"]*)", line (\d+):\n(.*)\n(.*)\n(.*)', text)
+    mine = [place for place in places if place[0].endswith(name)]
+    if not mine:  # numba names no line: its first lines say what it could not type
+        return f"numba-cuda could not compile {name}: " + "\n".join(reasons[:2])
+    _, line, *source = mine[-1]
+    return f"numba-cuda could not compile {name}, line {line}: {reason}\n" + "\n".join(source)
 
 
 def compile_plugin(path: Path, target: str, arch: str, tools):

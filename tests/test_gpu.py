@@ -246,3 +246,33 @@ def test_the_wall_time_line_adds_up_to_the_time_since_start():
     )
     assert abs(sum(parts.values()) - total) <= 0.05 * total + 0.02, line
     assert parts["other"] <= 0.05 * total + 0.01, line
+
+
+def test_a_multi_plugin_benchmark_verifies_every_build_with_one_json_row_per_plugin_and_build(tmp_path):
+    path = tmp_path / "bench.json"
+    plugins = [PLUGINS.parent.parent / "plugins" / name for name in ("default.cu", "polynomial.cu")]
+    args = ["--elements", str(2**22), "--benchmark", "--json", str(path)]
+    result = run_sample(*args, "--plugin", str(plugins[0]), "--plugin", str(plugins[1]))
+    assert result.returncode == 0, result.stdout + result.stderr
+    bench = json.loads(path.read_text())["benchmark"]
+    rows = {(row["plugin"], row["build"]) for row in bench["rows"] if row["plugin"]}
+    for plugin in ("default.cu", "polynomial.cu"):
+        for kind in ("ptx", "lto", "whole program", "half-LTO"):
+            assert (plugin, f"{kind} {plugin}") in rows
+    assert all(row["verified"] for row in bench["rows"] if row["build"] != "device copy")
+    half = [row for row in bench["rows"] if row["build"].startswith("half-LTO")]
+    assert all(row["calls_left"] > 0 for row in half), "half LTO inlines nothing"
+    assert [p["plugin"] for p in bench["plugins"]] == ["default.cu", "polynomial.cu"]
+    assert "LTO speed-up" in result.stdout
+
+
+@pytest.mark.skipif(
+    __import__("python_plugins").numba_problem() is not None, reason="Python plug-ins need a working numba-cuda"
+)
+def test_a_python_plugin_verifies_against_its_cpu_compiled_reference_in_both_steps():
+    result = run_sample("--plugin", str(PLUGINS.parent.parent / "plugins" / "default.py"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    for label in ("ptx", "lto"):
+        line = f"  [{label}] result verified against the same Python function compiled for the CPU (numba.vectorize)"
+        assert line in result.stdout
+    assert "Both PTX and LTO linked kernels produced matching results. Done" in result.stdout
