@@ -315,7 +315,7 @@ def link_build(kind: str, tools: toolchain.Toolchain, library, plugin: Plugin, c
 
 def label(kind: str, plugin: Plugin, tools: toolchain.Toolchain) -> str:
     """A build's label: its kind ("ptx", "lto", ...) and, with several plug-ins, the plug-in's name."""
-    return f"{kind} {plugin.name}" if tools.several_plugins else kind
+    return f"{kind} {plugin.name}" if tools.several_plugins and plugin is not SWAP_PLUGIN else kind
 
 
 def report(build: build_report.Build, tools: toolchain.Toolchain, gpu) -> build_report.Build:
@@ -417,7 +417,8 @@ def finish(ok: bool, plugins: list[Plugin], gpu, clock) -> int:
         print("Verification FAILED: see the lines marked FAILED above")
         return utils.EXIT_FAILED
     unchecked = [p.name for p in plugins if p.reference is None]
-    how = f" (cross-checked: {', '.join(unchecked)} has no NumPy reference)" if unchecked else ""
+    has = "has" if len(unchecked) == 1 else "have"
+    how = f" (cross-checked: {', '.join(unchecked)} {has} no NumPy reference)" if unchecked else ""
     print(f"Both PTX and LTO linked kernels produced matching results{how}. Done")
     return utils.EXIT_OK
 

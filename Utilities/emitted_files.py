@@ -50,5 +50,5 @@ def write_build(root: Path, build, relink) -> None:
     for name, code in zip(("library", "plugin"), build.inputs):
         write(root, build.plugin, name, code)
     write(root, build.plugin, build.kind, build.code)
-    if build.inputs and build.inputs[-1].code_type == "ltoir":
+    if build.inputs and all(code.code_type == "ltoir" for code in build.inputs):  # only LTO-IR can become PTX
         write(root, build.plugin, build.kind, relink(build.inputs))

@@ -82,6 +82,7 @@ def open_gpu(index: int, elements: int, arrays: int, clock, record: dict):
             with clock.phase("upload"):
                 gpu = Gpu(device, stream, cupy_stream, host_input, cp.empty(elements, dtype=cp.float32), None)
                 gpu.d_out = cp.empty_like(gpu.d_in)
+                gpu.d_ref = cp.empty_like(gpu.d_in) if arrays == 3 else None
                 utils.upload(host_input, gpu.d_in, cupy_stream)
             yield gpu
     finally:

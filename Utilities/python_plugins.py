@@ -19,6 +19,7 @@ import re
 from pathlib import Path
 
 from cuda_samples_utils import SampleError
+from toolchain import clean
 
 INSTALL = "python -m pip install -r requirements-python-plugins.txt"
 
@@ -92,7 +93,7 @@ def _numba_errors(name: str):
     try:
         yield
     except Exception as exc:  # noqa: BLE001 -- numba raises many kinds; its message is what matters
-        raise SampleError(_numba_message(str(exc), name)) from None
+        raise SampleError(_numba_message(clean(str(exc)), name)) from None
 
 
 def _numba_message(text: str, name: str) -> str:

@@ -20,8 +20,10 @@ from pathlib import Path
 from cuda_samples_utils import SampleError, driver_version
 from run_record import Timeline
 
-# Every control byte but newline and tab: NVRTC's logs end with a NUL byte,
-# and a plug-in's text could carry others that would garble the terminal.
+# Terminal colour codes (numba colours its messages), then every control byte
+# but newline and tab: NVRTC's logs end with a NUL byte, and a plug-in's text
+# could carry others that would garble the terminal.
+_COLOURS = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _CONTROL_BYTES = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
 
@@ -44,8 +46,8 @@ PTX_NEEDS_A_DRIVER = (
 
 
 def clean(text: str) -> str:
-    """Text from a tool, without NUL and other control bytes, trimmed."""
-    return _CONTROL_BYTES.sub("", text).strip()
+    """Text from a tool, without colour codes, NUL and other control bytes, trimmed."""
+    return _CONTROL_BYTES.sub("", _COLOURS.sub("", text)).strip()
 
 
 def check_libraries(install_hint: str) -> None:

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -126,6 +127,11 @@ def test_the_cpu_reference_of_a_python_plugin_is_float32_and_matches_the_formula
     np.testing.assert_array_equal(result, sample.default_reference(x))
 
 
+def python_path(first) -> str:
+    """PYTHONPATH with `first` in front of what the tests run with."""
+    return os.pathsep.join(filter(None, [str(first), os.environ.get("PYTHONPATH")]))
+
+
 BAD_PYTHON = {
     "syntax": ("def user_transform(x):\n    return x +\n", "syntax.py:2: syntax error"),
     "missing": ("def other(x):\n    return x\n", "does not define a function user_transform(x)"),
@@ -152,12 +158,12 @@ def test_a_bad_python_plugin_gets_one_message_and_exit_1(tmp_path, name):
 
 def test_without_numba_cuda_a_python_plugin_is_a_usage_error_naming_the_install_command(tmp_path):
     (tmp_path / "numba.py").write_text("raise ImportError('No module named numba')\n")
-    result = run_sample("--plugin", str(ROOT / "plugins" / "default.py"), env={"PYTHONPATH": str(tmp_path)})
+    result = run_sample("--plugin", str(ROOT / "plugins" / "default.py"), env={"PYTHONPATH": python_path(tmp_path)})
     assert_clean_failure(result, 2, "Python plug-ins need numba-cuda", "pip install -r requirements-python-plugins.txt")
     assert "[1]" not in result.stdout
 
 
 def test_a_numba_cuda_that_cannot_be_imported_is_named_with_the_reason(tmp_path):
     (tmp_path / "numba.py").write_text("raise AttributeError(\"module 'numpy' has no attribute 'row_stack'\")\n")
-    result = run_sample("--plugin", str(ROOT / "plugins" / "default.py"), env={"PYTHONPATH": str(tmp_path)})
+    result = run_sample("--plugin", str(ROOT / "plugins" / "default.py"), env={"PYTHONPATH": python_path(tmp_path)})
     assert_clean_failure(result, 2, "numba-cuda is installed but cannot be imported", "row_stack")
