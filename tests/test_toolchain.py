@@ -13,7 +13,7 @@ from helpers import sample
 
 
 def test_tool_messages_lose_nul_and_control_bytes_but_keep_lines():
-    assert toolchain.clean("a.cu(4): error\x00\n\tnext\x1b[31m\x07") == "a.cu(4): error\n\tnext[31m"
+    assert toolchain.clean("a.cu(4): error\x00\n\tnext\x1b[31m red\x1b[0m\x07") == "a.cu(4): error\n\tnext red"
 
 
 def test_a_compile_error_keeps_only_the_log_and_names_the_file():
