@@ -14,12 +14,10 @@
 # ///
 """JIT linking and link-time optimization (LTO) with cuda.core.
 
-A GPU library compiles its kernel once. A user hands it a device function,
-`user_transform`, as a plug-in. The library links the two at run time, first
-as plain PTX linking and then with link-time optimization, launches the
-result on CuPy buffers and checks it against NumPy.
-
-What you will learn:
+A GPU library compiles its kernel once; a user hands it a device function,
+`user_transform`, as a plug-in; the two are linked at run time, by plain PTX
+linking and with link-time optimization, launched on CuPy buffers and checked
+against NumPy. What you will learn:
 
 * compiling two translation units separately with cuda.core `Program`
   (NVRTC), to relocatable PTX or to LTO-IR, and linking them at run time
@@ -37,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import sys
 from dataclasses import dataclass
@@ -62,6 +61,7 @@ try:
     import python_plugins
     import run_record
     import toolchain
+    from toolchain import Toolchain
     from cuda.core import LaunchConfig, Linker, LinkerOptions, Program, ProgramOptions, launch
 except ImportError as exc:  # a package missing or broken, or the Utilities/ folder missing
     IMPORT_PROBLEM = (
@@ -194,7 +194,7 @@ SWAP_PLUGIN = Plugin("swap_plugin.cu", SWAP_PLUGIN_SOURCE, swap_reference)
 # ==== Compile and link: the only places that call NVRTC and nvJitLink =========
 
 
-def compile_module(tools: toolchain.Toolchain, source: str, name: str, target: str, folder: Path | None = None):
+def compile_module(tools: Toolchain, source: str, name: str, target: str, folder: Path | None = None):
     """NVRTC: one translation unit to 'ptx' or 'ltoir' (to be linked later), or to a whole 'cubin'."""
     options = ProgramOptions(
         name=name,
@@ -223,7 +223,7 @@ def compile_module(tools: toolchain.Toolchain, source: str, name: str, target: s
     return code, record
 
 
-def link_modules(tools: toolchain.Toolchain, objects: list, lto: bool, output: str = "cubin"):
+def link_modules(tools: Toolchain, objects: list, lto: bool, output: str = "cubin"):
     """nvJitLink: link object codes (PTX or LTO-IR) into one cubin (or PTX); return it, its info log, the link ms."""
     # verbose: ptxas reports registers in the info log. no_cache: nvJitLink
     # would otherwise reuse an earlier run's work, and the link time shown
@@ -249,7 +249,7 @@ def link_modules(tools: toolchain.Toolchain, objects: list, lto: bool, output: s
 # ==== The lesson: steps [1] to [3] ============================================
 
 
-def run_steps(tools: toolchain.Toolchain, plugins: list[Plugin], gpu) -> list[build_report.Build]:
+def run_steps(tools: Toolchain, plugins: list[Plugin], gpu) -> list[build_report.Build]:
     """Link each plug-in into the library by PTX linking, then with LTO; then swap in another plug-in."""
     # [1] PTX linking: each module is compiled on its own to relocatable PTX;
     # nvJitLink assembles each one and links the machine code. The plug-in
@@ -289,36 +289,29 @@ def run_steps(tools: toolchain.Toolchain, plugins: list[Plugin], gpu) -> list[bu
 # ==== What each step does with a plug-in ============================================
 
 
-def compile_plugin(tools: toolchain.Toolchain, plugin: Plugin, target: str):
+def compile_plugin(tools: Toolchain, plugin: Plugin, target: str):
     """The plug-in in the form the library was compiled to: NVRTC compiles CUDA C++, numba-cuda Python."""
     if not plugin.is_python:
         return compile_module(tools, plugin.translation_unit(), plugin.name, target, plugin.folder)
-    # numba-cuda compiles user_transform(x) with the C ABI, to PTX or LTO-IR like
-    # NVRTC's; the same function compiled for the CPU is its NumPy reference.
+    # numba-cuda: PTX or LTO-IR with the C ABI, like NVRTC's; the same function built for the CPU is the reference.
     code, plugin.reference = python_plugins.compile_plugin(plugin.folder / plugin.name, target, tools.arch, tools)
     return code, tools.compiles[-1]
 
 
-def link_build(kind: str, tools: toolchain.Toolchain, library, plugin: Plugin, compiles: list, gpu, plugin_code=None):
+def link_build(kind: str, tools: Toolchain, library, plugin: Plugin, compiles: list, gpu, plugin_code=None):
     """Compile the plug-in to the library's form (unless given), link the two, and report on the linked code."""
     if plugin_code is None:
         plugin_code, compiled = compile_plugin(tools, plugin, library.code_type)
         compiles = compiles + [compiled]
     build = build_report.Build(
-        label(kind, plugin, tools), plugin=plugin.name, compiles=compiles, inputs=[library, plugin_code]
+        tools.label(kind, plugin.name), plugin=plugin.name, compiles=compiles, inputs=[library, plugin_code]
     )
-    # LTO needs LTO-IR: nvJitLink optimizes across the inputs that are LTO-IR, and only those.
-    lto = plugin_code.code_type == "ltoir"
-    build.code, build.link_log, build.link_ms = link_modules(tools, build.inputs, lto)
+    # LTO on when the plug-in is LTO-IR; nvJitLink optimizes across the LTO-IR inputs, and only those.
+    build.code, build.link_log, build.link_ms = link_modules(tools, build.inputs, plugin_code.code_type == "ltoir")
     return report(build, tools, gpu)
 
 
-def label(kind: str, plugin: Plugin, tools: toolchain.Toolchain) -> str:
-    """A build's label: its kind ("ptx", "lto", ...) and, with several plug-ins, the plug-in's name."""
-    return f"{kind} {plugin.name}" if tools.several_plugins and plugin is not SWAP_PLUGIN else kind
-
-
-def report(build: build_report.Build, tools: toolchain.Toolchain, gpu) -> build_report.Build:
+def report(build: build_report.Build, tools: Toolchain, gpu) -> build_report.Build:
     """Read the report off the built code (loading the kernel on a GPU run), print it, and --emit the files."""
     with tools.clock.phase("report"):
         if not build.skipped:
@@ -347,9 +340,7 @@ def launch_transform(kernel, stream, d_in, d_out, grid: int) -> None:
     launch(stream, config, kernel, d_in.data.ptr, d_out.data.ptr, np.uint64(d_out.size))
 
 
-def check(
-    build: build_report.Build, plugin: Plugin, gpu: gpu_session.Gpu | None, tools: toolchain.Toolchain, ptx=None
-) -> None:
+def check(build: build_report.Build, plugin: Plugin, gpu: gpu_session.Gpu | None, tools: Toolchain, ptx=None) -> None:
     """Launch the build's kernel; verify its output against the plug-in's reference, or else the PTX build's."""
     if gpu is None:
         return
@@ -366,7 +357,7 @@ def check(
     print("\n".join(build_report.verification_lines(build)))
 
 
-def run_kernel(build: build_report.Build, d_out, gpu: gpu_session.Gpu, tools: toolchain.Toolchain) -> None:
+def run_kernel(build: build_report.Build, d_out, gpu: gpu_session.Gpu, tools: Toolchain) -> None:
     """Poison d_out, launch the build's kernel over the input into it, and wait."""
     with tools.clock.phase("launch"):
         utils.poison(d_out, gpu.stream)  # an element the kernel never writes stays NaN and fails
@@ -383,7 +374,7 @@ def main(argv=None) -> int:
         print(f"{PROG}: error: {IMPORT_PROBLEM}", file=sys.stderr)
         return 1  # the module that names the exit codes may be the one missing
     args = parse_args(argv)
-    plugins = args.plugins
+    plugins = args.plugins  # the user's, or the default plug-in
     # Run: the clock, the JSON record, and one message and exit code for any failure inside.
     with run_record.Run(PROG, args.json, args.elements) as run, contextlib.ExitStack() as held:
         run.check_output([p.folder / p.name for p in plugins if p.folder])
@@ -395,7 +386,7 @@ def main(argv=None) -> int:
         toolchain.check_libraries(INSTALL_HINT)
         run.record["versions"] = toolchain.library_versions()
         arch = f"sm_{gpu.device.arch}" if gpu else gpu_session.compile_only_arch(args.arch, args.device, run.record)
-        tools = toolchain.Toolchain(arch, cache, run.clock, emit=args.emit, several_plugins=len(plugins) > 1)
+        tools = Toolchain(arch, cache, run.clock, emit=args.emit, several_plugins=len(plugins) > 1)
 
         run.builds += run_steps(tools, plugins, gpu)
 
@@ -417,8 +408,7 @@ def finish(ok: bool, plugins: list[Plugin], gpu, clock) -> int:
         print("Verification FAILED: see the lines marked FAILED above")
         return utils.EXIT_FAILED
     unchecked = [p.name for p in plugins if p.reference is None]
-    has = "has" if len(unchecked) == 1 else "have"
-    how = f" (cross-checked: {', '.join(unchecked)} {has} no NumPy reference)" if unchecked else ""
+    how = f" (cross-checked: no NumPy reference for {', '.join(unchecked)})" if unchecked else ""
     print(f"Both PTX and LTO linked kernels produced matching results{how}. Done")
     return utils.EXIT_OK
 
@@ -429,12 +419,12 @@ BENCHMARK_WARMUP, BENCHMARK_REPEATS = 5, 25
 CUPY_DEFAULT_TRANSFORM = "const float t = x * x + 3.0f * x - 1.0f; y = t > 0.0f ? t : 0.0f;"
 
 
-def benchmark(
-    tools: toolchain.Toolchain, plugins: list[Plugin], gpu: gpu_session.Gpu, builds: list, record: dict
-) -> bool:
+def benchmark(tools: Toolchain, plugins: list[Plugin], gpu: gpu_session.Gpu, builds: list, record: dict) -> bool:
     """Time each plug-in's builds, with a whole-program and a half-LTO build, CuPy, and a device copy; verify each."""
     print("\n[4] Benchmark")
     rows, grid = [], grid_size(gpu.d_out.size, gpu.max_grid)
+    # Each launch timed by its own pair of CUDA events: the median after warm-ups.
+    time_ms = functools.partial(utils.median_time_ms, gpu.stream, warmup=BENCHMARK_WARMUP, repeats=BENCHMARK_REPEATS)
     for plugin in plugins:
         ptx, lto = (next(b for b in builds if b.plugin == plugin.name and b.kind == kind) for kind in ("ptx", "lto"))
         if plugin.reference is None:  # the PTX build's output, to cross-check every timed build against
@@ -442,16 +432,17 @@ def benchmark(
         # Half LTO, the common mistake: the library as PTX, only the plug-in as
         # LTO-IR. It links, but LTO optimizes across LTO-IR inputs only, so
         # user_transform stays a call.
-        half = link_build("half-LTO", tools, ptx.inputs[0], plugin, [], gpu, lto.inputs[1])
-        timed = [ptx, lto, half]
+        timed = [ptx, lto, link_build("half-LTO", tools, ptx.inputs[0], plugin, [], gpu, lto.inputs[1])]
         if not plugin.is_python:  # the whole program: library and plug-in as one translation unit, no linker
             source = LIBRARY_SOURCE + plugin.translation_unit()
             code, compiled = compile_module(tools, source, "whole_program.cu", "cubin", plugin.folder)
-            whole = build_report.Build(label("whole program", plugin, tools), code, plugin.name, compiles=[compiled])
+            whole = build_report.Build(
+                tools.label("whole program", plugin.name), code, plugin.name, compiles=[compiled]
+            )
             timed.insert(2, report(whole, tools, gpu))
         for build in timed:
             utils.poison(gpu.d_out, gpu.stream)
-            ms = time_ms(gpu, lambda b=build: launch_transform(b.kernel, gpu.stream, gpu.d_in, gpu.d_out, grid))
+            ms = time_ms(lambda b=build: launch_transform(b.kernel, gpu.stream, gpu.d_in, gpu.d_out, grid))
             rows.append(benchmark_table.build_row(build, ms, gpu.verify(gpu.d_out, plugin.reference, plugin.name).ok))
         if plugin is DEFAULT_PLUGIN:  # what a user would otherwise write: CuPy's ElementwiseKernel of the formula
             transform = cp.ElementwiseKernel("float32 x", "float32 y", CUPY_DEFAULT_TRANSFORM, "cupy_default_transform")
@@ -460,27 +451,20 @@ def benchmark(
             ok = gpu.verify(gpu.d_out, plugin.reference, plugin.name).ok
             rows.append(["cupy elementwise", first_ms, None, None, None, None, ms, ok, plugin.name])
     copy = gpu.d_out.data.copy_from_device_async
-    copy_ms = time_ms(gpu, lambda: copy(gpu.d_in.data, gpu.d_in.nbytes, stream=gpu.cupy_stream))
+    copy_ms = time_ms(lambda: copy(gpu.d_in.data, gpu.d_in.nbytes, stream=gpu.cupy_stream))
     rows.append(["device copy", None, None, None, None, None, copy_ms, None, None])
     record["benchmark"] = benchmark_table.record(rows, gpu.d_out.size, copy_ms, BENCHMARK_WARMUP, BENCHMARK_REPEATS)
     benchmark_table.print_benchmark(record["benchmark"], [p.name for p in plugins])
     return all(row[7] is not False for row in rows)
 
 
-def time_ms(gpu: gpu_session.Gpu, launch_once) -> float:
-    """Median time of launch_once() on the run's stream, with the benchmark's warm-up and repeats."""
-    return utils.median_time_ms(gpu.stream, launch_once, warmup=BENCHMARK_WARMUP, repeats=BENCHMARK_REPEATS)
-
-
 # ==== Command line ============================================================
-
-PLUGIN_LIMIT = 1 << 20  # bytes: a plug-in is a source file, not data
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     """Read the command line; argparse itself exits with 2 on a usage error."""
     parser = argparse.ArgumentParser(
-        prog=PROG, description="Link a plug-in into a library kernel, with and without LTO."
+        prog=PROG, description="Link a plug-in into a library kernel, with and without LTO"
     )
     add = parser.add_argument
     elements = command_line.whole_number(1, "a whole number of elements, at least 1")
@@ -502,22 +486,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     if args.compile_only and (args.benchmark or (args.arch and args.device is not None)):
         parser.error("--benchmark and --device need a GPU run; --compile-only --arch builds without one")
     args.device = args.device or 0
-    args.plugins = read_plugins(parser, args.plugin)
+    try:  # each --plugin file, a folder standing for every .cu and .py plug-in in it
+        found = command_line.plugin_sources(args.plugin or [], python_plugins.numba_problem)
+    except ValueError as exc:
+        parser.error(f"--plugin {exc}")
+    args.plugins = [Plugin(path.name, text, folder=path.resolve().parent) for path, text in found] or [DEFAULT_PLUGIN]
     return args
 
 
-def read_plugins(parser: argparse.ArgumentParser, paths: list[Path] | None) -> list[Plugin]:
-    """The --plugin files (a folder: every .cu and .py in it), or a usage error that says why one cannot be used."""
-    try:
-        found = command_line.plugin_sources(paths or [], PLUGIN_LIMIT, python_plugins.numba_problem)
-    except ValueError as exc:
-        parser.error(f"--plugin {exc}")
-    return [Plugin(path.name, source, folder=path.resolve().parent) for path, source in found] or [DEFAULT_PLUGIN]
-
-
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except KeyboardInterrupt:  # after main() has returned, while Python shuts down
-        print(f"{PROG}: interrupted", file=sys.stderr)
-        sys.exit(130)
+    sys.exit(main())

@@ -28,7 +28,7 @@ def time_first_and_median(gpu, launch_once, time_ms) -> tuple[float, float]:
     launch_once()
     gpu.stream.sync()
     first_ms = (time.perf_counter() - start) * 1e3
-    return time_ms(gpu, launch_once), first_ms
+    return time_ms(launch_once), first_ms
 
 
 def record(rows: list[list], elements: int, copy_ms: float, warmup: int, repeats: int) -> dict:

@@ -74,7 +74,10 @@ def read_source(path: Path, limit: int) -> str:
         raise ValueError(f"is not UTF-8 text (byte {exc.start} cannot be decoded)") from None
 
 
-def plugin_sources(paths: list[Path], limit: int, python_problem) -> list[tuple[Path, str]]:
+PLUGIN_LIMIT = 1 << 20  # bytes: a plug-in is a source file, not data
+
+
+def plugin_sources(paths: list[Path], python_problem, limit: int = PLUGIN_LIMIT) -> list[tuple[Path, str]]:
     """(path, text) of each plug-in; a folder stands for every .cu and .py file in it.
 
     ValueError names the path and says why it cannot be used; a .py plug-in

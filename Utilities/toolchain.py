@@ -39,6 +39,10 @@ class Toolchain:
     emit: Path | None = None  # --emit DIR
     several_plugins: bool = False  # then each build's label names its plug-in
 
+    def label(self, kind: str, plugin: str) -> str:
+        """A build's label: its kind ("ptx", "lto", ...) and, with several plug-ins, the plug-in's name."""
+        return f"{kind} {plugin}" if self.several_plugins else kind
+
 
 PTX_NEEDS_A_DRIVER = (
     "cuda.core asks the CUDA driver for its version before compiling to PTX, and this machine has no driver"
