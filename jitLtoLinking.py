@@ -47,6 +47,8 @@ INSTALL_HINT = f"install what the sample needs with: python -m pip install -r {H
 sys.path.insert(0, str(HERE / "Utilities"))
 
 # A missing or broken package is reported by main() as one message, not a traceback.
+UTILITIES = ("benchmark_table", "build_report", "command_line", "compile_cache", "cuda_samples_utils", "emitted_files")
+UTILITIES += ("gpu_session", "python_plugins", "run_record", "toolchain")
 IMPORT_PROBLEM: str | None = None
 try:
     import benchmark_table
@@ -63,12 +65,12 @@ try:
     import toolchain
     from toolchain import Toolchain
     from cuda.core import LaunchConfig, Linker, LinkerOptions, Program, ProgramOptions, launch
-except ImportError as exc:  # a package missing or broken, or the Utilities/ folder missing
-    IMPORT_PROBLEM = (
-        f"{exc}: a package is missing or broken; {INSTALL_HINT}"
-        if (HERE / "Utilities").is_dir()
-        else f"the Utilities/ folder is missing next to {PROG} ({HERE / 'Utilities'}); restore it from the sample"
-    )
+except ImportError as exc:  # a package missing or broken, or the Utilities/ folder (or a file of it) missing
+    IMPORT_PROBLEM = f"{exc}: a package is missing or broken; {INSTALL_HINT}"
+    if not (HERE / "Utilities").is_dir() or exc.name in UTILITIES:
+        IMPORT_PROBLEM = (
+            f"the Utilities/ folder next to {PROG} is missing or incomplete ({exc}); restore it from the sample"
+        )
 except KeyboardInterrupt:
     print(f"{PROG}: interrupted", file=sys.stderr)
     sys.exit(130)
@@ -225,9 +227,9 @@ def compile_module(tools: Toolchain, source: str, name: str, target: str, folder
 
 def link_modules(tools: Toolchain, objects: list, lto: bool, output: str = "cubin"):
     """nvJitLink: link object codes (PTX or LTO-IR) into one cubin (or PTX); return it, its info log, the link ms."""
-    # verbose: ptxas reports registers in the info log. no_cache: nvJitLink
-    # would otherwise reuse an earlier run's work, and the link time shown
-    # would not be the time a link takes.
+    # verbose: ptxas (PTX to machine code) reports registers in the info log.
+    # no_cache: no reuse of an earlier run's work, so the link time is real.
+    # ptx: --emit asks for the PTX that LTO made of the modules, to read.
     options = LinkerOptions(
         arch=tools.arch, link_time_optimization=lto, ptx=output == "ptx", verbose=True, no_cache=True
     )
@@ -256,12 +258,12 @@ def run_steps(tools: Toolchain, plugins: list[Plugin], gpu) -> list[build_report
     # stays a separate function that the kernel calls.
     print("\n[1] PTX linking (no LTO)")
     ptx_builds = []
-    if utils.driver_version() is None:  # cuda.core asks the driver for its version before compiling to PTX
+    if utils.driver_version() is None:  # cuda.core checks PTX against the driver's version: no driver, no PTX
         ptx_builds.append(report(build_report.Build("ptx", skipped=toolchain.PTX_NEEDS_A_DRIVER), tools, gpu))
     else:
-        library_ptx, compiled = compile_module(tools, LIBRARY_SOURCE, LIBRARY_NAME, "ptx")
+        library_ptx, library_compile = compile_module(tools, LIBRARY_SOURCE, LIBRARY_NAME, "ptx")
         for plugin in plugins:
-            ptx = link_build("ptx", tools, library_ptx, plugin, [compiled], gpu)
+            ptx = link_build("ptx", tools, library_ptx, plugin, gpu, compiles=[library_compile])
             check(ptx, plugin, gpu, tools)
             ptx_builds.append(ptx)
 
@@ -269,10 +271,10 @@ def run_steps(tools: Toolchain, plugins: list[Plugin], gpu) -> list[build_report
     # together, so it can inline the plug-in into the library's kernel, as
     # if they were one source.
     print("\n[2] LTO linking (link-time optimization)")
-    library_ltoir, compiled = compile_module(tools, LIBRARY_SOURCE, LIBRARY_NAME, "ltoir")
+    library_ltoir, library_compile = compile_module(tools, LIBRARY_SOURCE, LIBRARY_NAME, "ltoir")
     lto_builds = []
     for i, plugin in enumerate(plugins):
-        lto = link_build("lto", tools, library_ltoir, plugin, [compiled], gpu)
+        lto = link_build("lto", tools, library_ltoir, plugin, gpu, compiles=[library_compile])
         check(lto, plugin, gpu, tools, ptx=ptx_builds[i] if gpu else None)
         lto_builds.append(lto)
 
@@ -280,8 +282,8 @@ def run_steps(tools: Toolchain, plugins: list[Plugin], gpu) -> list[build_report
     # with another plug-in; only the plug-in is compiled.
     print("\n[3] Plug-in swap")
     compiles_before = len(tools.compiles)
-    swap = link_build("swap", tools, library_ltoir, SWAP_PLUGIN, [], gpu)
-    print(build_report.swap_line(tools.compiles[compiles_before:], tools.compiles, LIBRARY_SOURCE, LIBRARY_NAME))
+    swap = link_build("swap", tools, library_ltoir, SWAP_PLUGIN, gpu)
+    print(build_report.swap_line(swap.label, tools.compiles, compiles_before, LIBRARY_SOURCE, LIBRARY_NAME))
     check(swap, SWAP_PLUGIN, gpu, tools)
     return ptx_builds + lto_builds + [swap]
 
@@ -294,18 +296,17 @@ def compile_plugin(tools: Toolchain, plugin: Plugin, target: str):
     if not plugin.is_python:
         return compile_module(tools, plugin.translation_unit(), plugin.name, target, plugin.folder)
     # numba-cuda: PTX or LTO-IR with the C ABI, like NVRTC's; the same function built for the CPU is the reference.
-    code, plugin.reference = python_plugins.compile_plugin(plugin.folder / plugin.name, target, tools.arch, tools)
-    return code, tools.compiles[-1]
+    code, plugin.reference, record = python_plugins.compile_plugin(plugin.folder / plugin.name, target, tools)
+    return code, record
 
 
-def link_build(kind: str, tools: Toolchain, library, plugin: Plugin, compiles: list, gpu, plugin_code=None):
+def link_build(kind: str, tools: Toolchain, library, plugin: Plugin, gpu, compiles=(), plugin_code=None):
     """Compile the plug-in to the library's form (unless given), link the two, and report on the linked code."""
-    if plugin_code is None:
-        plugin_code, compiled = compile_plugin(tools, plugin, library.code_type)
-        compiles = compiles + [compiled]
-    build = build_report.Build(
-        tools.label(kind, plugin.name), plugin=plugin.name, compiles=compiles, inputs=[library, plugin_code]
-    )
+    if plugin_code is None:  # the build's compiles: the library's (if made for it), the plug-in's
+        plugin_code, plugin_compile = compile_plugin(tools, plugin, library.code_type)
+        compiles = [*compiles, plugin_compile]
+    build = build_report.Build(tools.label(kind, plugin.name), plugin=plugin.name, compiles=list(compiles))
+    build.inputs = [library, plugin_code]
     # LTO on when the plug-in is LTO-IR; nvJitLink optimizes across the LTO-IR inputs, and only those.
     build.code, build.link_log, build.link_ms = link_modules(tools, build.inputs, plugin_code.code_type == "ltoir")
     return report(build, tools, gpu)
@@ -316,7 +317,8 @@ def report(build: build_report.Build, tools: Toolchain, gpu) -> build_report.Bui
     with tools.clock.phase("report"):
         if not build.skipped:
             # The linked ObjectCode is kept; on a GPU its kernel is loaded from it, ready to launch.
-            build_report.read_report(build, build.code.get_kernel("apply_transform") if gpu else None)
+            build.kernel = build.code.get_kernel("apply_transform") if gpu else None
+            build_report.read_report(build)
     print("\n".join(build_report.report_lines(build)))
     if tools.emit and not build.skipped:
         emitted_files.write_build(tools.emit, build, relink=lambda inputs: link_modules(tools, inputs, True, "ptx")[0])
@@ -432,7 +434,7 @@ def benchmark(tools: Toolchain, plugins: list[Plugin], gpu: gpu_session.Gpu, bui
         # Half LTO, the common mistake: the library as PTX, only the plug-in as
         # LTO-IR. It links, but LTO optimizes across LTO-IR inputs only, so
         # user_transform stays a call.
-        timed = [ptx, lto, link_build("half-LTO", tools, ptx.inputs[0], plugin, [], gpu, lto.inputs[1])]
+        timed = [ptx, lto, link_build("half-LTO", tools, ptx.inputs[0], plugin, gpu, plugin_code=lto.inputs[1])]
         if not plugin.is_python:  # the whole program: library and plug-in as one translation unit, no linker
             source = LIBRARY_SOURCE + plugin.translation_unit()
             code, compiled = compile_module(tools, source, "whole_program.cu", "cubin", plugin.folder)
@@ -443,19 +445,19 @@ def benchmark(tools: Toolchain, plugins: list[Plugin], gpu: gpu_session.Gpu, bui
         for build in timed:
             utils.poison(gpu.d_out, gpu.stream)
             ms = time_ms(lambda b=build: launch_transform(b.kernel, gpu.stream, gpu.d_in, gpu.d_out, grid))
-            rows.append(benchmark_table.build_row(build, ms, gpu.verify(gpu.d_out, plugin.reference, plugin.name).ok))
+            rows.append(benchmark_table.build_row(build, ms, gpu.verify(gpu.d_out, plugin.reference, plugin.name)))
         if plugin is DEFAULT_PLUGIN:  # what a user would otherwise write: CuPy's ElementwiseKernel of the formula
             transform = cp.ElementwiseKernel("float32 x", "float32 y", CUPY_DEFAULT_TRANSFORM, "cupy_default_transform")
             utils.poison(gpu.d_out, gpu.stream)
             ms, first_ms = benchmark_table.time_first_and_median(gpu, lambda: transform(gpu.d_in, gpu.d_out), time_ms)
-            ok = gpu.verify(gpu.d_out, plugin.reference, plugin.name).ok
-            rows.append(["cupy elementwise", first_ms, None, None, None, None, ms, ok, plugin.name])
+            check = gpu.verify(gpu.d_out, plugin.reference, plugin.name)
+            rows.append(["cupy elementwise", first_ms, None, None, None, None, ms, check, plugin.name])
     copy = gpu.d_out.data.copy_from_device_async
     copy_ms = time_ms(lambda: copy(gpu.d_in.data, gpu.d_in.nbytes, stream=gpu.cupy_stream))
     rows.append(["device copy", None, None, None, None, None, copy_ms, None, None])
     record["benchmark"] = benchmark_table.record(rows, gpu.d_out.size, copy_ms, BENCHMARK_WARMUP, BENCHMARK_REPEATS)
     benchmark_table.print_benchmark(record["benchmark"], [p.name for p in plugins])
-    return all(row[7] is not False for row in rows)
+    return all(row["verified"] is not False for row in record["benchmark"]["rows"])
 
 
 # ==== Command line ============================================================
@@ -484,7 +486,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     if args.arch and not args.compile_only:
         parser.error("--arch only applies with --compile-only: a run on a GPU builds for that GPU's own architecture")
     if args.compile_only and (args.benchmark or (args.arch and args.device is not None)):
-        parser.error("--benchmark and --device need a GPU run; --compile-only --arch builds without one")
+        parser.error("--compile-only launches nothing: --benchmark needs a GPU run, and --arch replaces --device")
     args.device = args.device or 0
     try:  # each --plugin file, a folder standing for every .cu and .py plug-in in it
         found = command_line.plugin_sources(args.plugin or [], python_plugins.numba_problem)

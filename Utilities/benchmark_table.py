@@ -7,6 +7,7 @@ from __future__ import annotations
 from cuda_samples_utils import print_table
 
 KEYS = ["build", "compile_ms", "link_ms", "cubin_bytes", "registers", "calls_left", "kernel_ms", "verified", "plugin"]
+# "verified" comes in as the Verification of the row's output (None for the copy) and goes out as True or False.
 HEADERS = ["build", "compile ms", "link ms", "cubin bytes", "registers", "calls left", "kernel ms", "GB/s", "% of copy"]
 COMPARISON = [
     "plug-in", "ptx ms", "lto ms", "whole ms", "half-LTO ms", "LTO speed-up", "registers ptx -> lto",
@@ -14,10 +15,10 @@ COMPARISON = [
 ]  # fmt: skip
 
 
-def build_row(build, kernel_ms: float, verified: bool) -> list:
-    """A build's row, in KEYS order."""
-    figures = [build.compile_ms, build.link_ms, len(build.cubin), build.registers, build.calls_left]
-    return [build.label, *figures, kernel_ms, verified, build.plugin]
+def build_row(build, kernel_ms: float, verification) -> list:
+    """A build's row, in KEYS order; compile ms is None when the build compiled nothing of its own."""
+    figures = [build.compile_ms if build.compiles else None, build.link_ms, len(build.cubin), build.registers]
+    return [build.label, *figures, build.calls_left, kernel_ms, verification, build.plugin]
 
 
 def time_first_and_median(gpu, launch_once, time_ms) -> tuple[float, float]:
@@ -36,6 +37,10 @@ def record(rows: list[list], elements: int, copy_ms: float, warmup: int, repeats
     nbytes = 8 * elements  # 4 bytes read and 4 written per element
     json_rows = [dict(zip(KEYS, row)) for row in rows]
     for row in json_rows:
+        check = row["verified"]
+        row["verified"] = None if check is None else check.ok
+        if check is not None and not check.ok:
+            row["failure"] = check.describe()
         row["gb_per_s"] = nbytes / (row["kernel_ms"] * 1e-3) / 1e9
         row["percent_of_copy"] = 100.0 * copy_ms / row["kernel_ms"]
     bench = {"elements": elements, "bytes_per_launch": nbytes, "repeats": repeats, "warmup": warmup}
@@ -81,6 +86,9 @@ def print_benchmark(bench: dict, plugins: list[str]) -> None:
     cells = [[r["build"], *_numbers(r, "compile_ms", "link_ms", "cubin_bytes"), r["registers"], r["calls_left"],
               *_numbers(r, "kernel_ms", "gb_per_s", "percent_of_copy")] for r in bench["rows"]]  # fmt: skip
     print_table(HEADERS, cells)
+    for row in bench["rows"]:
+        if row.get("failure"):
+            print(f"  [{row['build']}] FAILED: {row['failure']}")
     if any(r["build"] == "cupy elementwise" for r in bench["rows"]):
         print("  (cupy elementwise: 'compile ms' is its first call, which compiles or loads from CuPy's own cache)")
     if len(plugins) > 1:

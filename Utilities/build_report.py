@@ -148,18 +148,15 @@ def registers_from_link_log(log: str, kernel: str) -> int | None:
     return found
 
 
-def read_report(
-    build: Build, kernel=None, kernel_name: str = "apply_transform", callee: str = "user_transform"
-) -> None:
-    """Fill in registers and call/inline facts from the built code (and the loaded kernel, on a GPU)."""
+def read_report(build: Build, kernel_name: str = "apply_transform", callee: str = "user_transform") -> None:
+    """Fill in registers and call/inline facts from the built code (and build.kernel, loaded on a GPU run)."""
     facts = read_cubin(build.cubin)
     build.inlined = not facts.has_function(callee)
     build.calls_left = facts.calls_from(kernel_name, callee)
     if not build.inlined and build.calls_left == 0:
         build.calls_left = None  # a private copy called by relative address: its call sites are not in the ELF
-    if kernel is not None:
-        build.kernel = kernel
-        build.registers = kernel.attributes.num_regs
+    if build.kernel is not None:
+        build.registers = build.kernel.attributes.num_regs
         build.registers_from = "kernel attributes"
     else:
         build.registers = registers_from_link_log(build.link_log, kernel_name)
@@ -177,9 +174,9 @@ def report_lines(build: Build) -> list[str]:
     else:
         calls = f"user_transform still a call ({build.calls_left} call sites)"
     link = "no link" if build.link_ms is None else f"link {build.link_ms:.1f} ms"
+    compiled = f"compile {build.compile_ms:.1f} ms" if build.compiles else "nothing compiled"
     lines = [
-        f"  [{build.label}] compile {build.compile_ms:.1f} ms, {link}, cubin {len(build.cubin):,} bytes, "
-        f"{build.registers} registers, {calls}"
+        f"  [{build.label}] {compiled}, {link}, cubin {len(build.cubin):,} bytes, {build.registers} registers, {calls}"
     ]
     for record in build.compiles:
         if record["cache"] != "off":
@@ -215,15 +212,16 @@ def compile_record(module: str, target: str, ms: float, source: str, cache: dict
     return {"module": module, "target": target, "ms": ms, **cache, "source_sha256": digest(source)}
 
 
-def swap_line(compiles_in_step: list[dict], all_compiles: list[dict], library_source: str, library_name: str) -> str:
-    """Step [3]'s proof: what NVRTC compiled in the step, and how often it compiled the library to LTO-IR in the run."""
-    compiled = ", ".join(r["module"] for r in compiles_in_step if r["cache"] != "hit") or "nothing"
+def swap_line(label: str, compiles: list[dict], step_start: int, library_source: str, library_name: str) -> str:
+    """Step [3]'s proof: what was compiled in the step (from compiles[step_start:]), and the library's LTO-IR compiles."""
+    compiled = ", ".join(r["module"] for r in compiles[step_start:] if r["cache"] != "hit") or "nothing"
+    all_compiles = compiles
     library = digest(library_source)
     count = sum(
         r.get("source_sha256") == library and r["target"] == "ltoir" and r["cache"] != "hit" for r in all_compiles
     )
     times = {0: "not at all (cache hit)", 1: "once"}.get(count, f"{count} times")
     return (
-        f"  [swap] library LTO-IR reused from step [2], not compiled again: NVRTC compiled {compiled} in this step; "
+        f"  [{label}] library LTO-IR reused from step [2], not compiled again: NVRTC compiled {compiled} in this step; "
         f"{library_name} to LTO-IR {times} in this run"
     )

@@ -95,4 +95,8 @@ def plugin_sources(paths: list[Path], python_problem, limit: int = PLUGIN_LIMIT)
                 raise ValueError(f"{file}: {exc}") from None
             if file.suffix == ".py" and python_problem():
                 raise ValueError(f"{file}: {python_problem()}")
+    names = [file.name for file, _ in found]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:  # builds, reports and --emit folders are named after the file
+        raise ValueError(f"{', '.join(twice)}: two plug-ins of the same file name; rename one")
     return found

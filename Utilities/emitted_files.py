@@ -2,11 +2,11 @@
 # Copyright (c) 2026, the jitLtoLinking authors
 """--emit DIR: what each build compiled and linked, written under names a reader finds.
 
-For a plug-in `polynomial.cu` the files go to `DIR/polynomial/`:
+For a plug-in `polynomial.cu` the files go to `DIR/polynomial.cu/`:
 `library.ptx`, `library.ltoir`, `plugin.ptx`, `plugin.ltoir` (the inputs),
-`ptx.cubin`, `lto.cubin`, `half-lto.cubin`, `whole-program.cubin` (the linked
-code: `cuobjdump -sass` reads them) and `lto.ptx`, the PTX that LTO produced,
-in which `grep call` finds no call to `user_transform` any more.
+`ptx.cubin`, `lto.cubin` and, with --benchmark, `half-LTO.cubin` and
+`whole-program.cubin` (the linked code: `cuobjdump -sass` reads them), and
+`lto.ptx`, the PTX that LTO produced, with no call to `user_transform` left.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ SUFFIX = {"ptx": "ptx", "ltoir": "ltoir", "cubin": "cubin"}
 
 
 def folder(root: Path, plugin_name: str) -> Path:
-    """DIR/<plug-in name without its suffix>, created; UsageError if it cannot be."""
-    where = root / Path(plugin_name).stem
+    """DIR/<plug-in file name>, created; UsageError if it cannot be."""
+    where = root / plugin_name
     try:
         where.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

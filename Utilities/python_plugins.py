@@ -108,8 +108,8 @@ def _numba_message(text: str, name: str) -> str:
     return f"numba-cuda could not compile {name}, line {line}: {reason}\n" + "\n".join(source)
 
 
-def compile_plugin(path: Path, target: str, arch: str, tools):
-    """The file's user_transform compiled for the GPU (an ObjectCode to link) and for the CPU (its reference).
+def compile_plugin(path: Path, target: str, tools):
+    """The file's user_transform for the GPU (an ObjectCode to link), for the CPU (its reference), and the record.
 
     The compile is timed on tools.clock and recorded in tools.compiles, like an NVRTC compile.
     """
@@ -117,10 +117,11 @@ def compile_plugin(path: Path, target: str, arch: str, tools):
 
     with tools.clock.phase("compile") as lap:
         function = load(path)
-        code, reference = compile_for_link(function, path.name, target, arch), cpu_reference(function, path.name)
+        code, reference = compile_for_link(function, path.name, target, tools.arch), cpu_reference(function, path.name)
     record = compile_record(path.name, target, lap.ms, path.read_text(encoding="utf-8-sig"), {"cache": "off"})
-    tools.compiles.append({**record, "compiler": "numba-cuda"})
-    return code, reference
+    record["compiler"] = "numba-cuda"
+    tools.compiles.append(record)
+    return code, reference, record
 
 
 def is_python(path: Path) -> bool:

@@ -46,7 +46,7 @@ def lto_build(plugin, cache=None, arch: str = ARCH):
     """The sample's own LTO build of the library and `plugin` for `arch`, reported from the linked code."""
     tools = toolchain.Toolchain(arch, cache)
     library, _ = sample.compile_module(tools, sample.LIBRARY_SOURCE, sample.LIBRARY_NAME, "ltoir")
-    return sample.link_build("lto", tools, library, plugin, [], gpu=None), tools
+    return sample.link_build("lto", tools, library, plugin, gpu=None), tools
 
 
 __all__ = ["toolchain", "ARCH", "PLUGINS", "ROOT", "assert_clean_failure", "lto_build", "run_sample", "sample", "utils"]

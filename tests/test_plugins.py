@@ -33,7 +33,7 @@ def test_each_example_plugin_builds_for_sm_90_and_lto_inlines_it(path):
     plugin = sample.Plugin(path.name, path.read_text(), folder=path.parent)
     tools = toolchain.Toolchain(ARCH)
     library, _ = sample.compile_module(tools, sample.LIBRARY_SOURCE, sample.LIBRARY_NAME, "ltoir")
-    build = sample.link_build("lto", tools, library, plugin, [], gpu=None)
+    build = sample.link_build("lto", tools, library, plugin, gpu=None)
     assert build.inlined is True and build.registers > 0
 
 
@@ -55,10 +55,10 @@ def library_ptx_without_a_driver():
 def test_half_lto_links_but_inlines_nothing_because_the_library_is_not_ltoir():
     tools = toolchain.Toolchain(ARCH)
     plugin_ltoir, _ = sample.compile_plugin(tools, sample.DEFAULT_PLUGIN, "ltoir")
-    half = sample.link_build(
-        "half-LTO", tools, library_ptx_without_a_driver(), sample.DEFAULT_PLUGIN, [], None, plugin_ltoir
-    )
+    library_ptx = library_ptx_without_a_driver()
+    half = sample.link_build("half-LTO", tools, library_ptx, sample.DEFAULT_PLUGIN, None, plugin_code=plugin_ltoir)
     assert half.inlined is False and half.calls_left == 7
+    assert build_report.report_lines(half)[0].startswith("  [half-LTO] nothing compiled, link ")
     assert "user_transform still a call (7 call sites)" in build_report.report_lines(half)[0]
 
 
@@ -68,11 +68,17 @@ def test_emit_writes_named_files_and_the_ptx_after_lto_has_no_call(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     written = {p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file()}
-    expected = {"polynomial/library.ltoir", "polynomial/plugin.ltoir", "polynomial/lto.cubin", "polynomial/lto.ptx"}
-    assert expected | {"swap_plugin/swap.cubin", "swap_plugin/swap.ptx"} <= written
-    lto_ptx = (tmp_path / "polynomial" / "lto.ptx").read_text()
+    mine = {f"polynomial.cu/{name}" for name in ("library.ltoir", "plugin.ltoir", "lto.cubin", "lto.ptx")}
+    assert mine | {"swap_plugin.cu/swap.cubin", "swap_plugin.cu/swap.ptx"} <= written
+    lto_ptx = (tmp_path / "polynomial.cu" / "lto.ptx").read_text()
     assert ".entry apply_transform" in lto_ptx and "user_transform" not in lto_ptx
-    assert (tmp_path / "polynomial" / "lto.cubin").read_bytes()[:4] == b"\x7fELF"
+    assert (tmp_path / "polynomial.cu" / "lto.cubin").read_bytes()[:4] == b"\x7fELF"
+
+
+def test_two_plugins_of_the_same_file_name_are_refused(tmp_path):
+    (tmp_path / "default.cu").write_text("x")
+    result = run_sample("--plugin", str(ROOT / "plugins"), "--plugin", str(tmp_path / "default.cu"))
+    assert_clean_failure(result, 2, "default.cu: two plug-ins of the same file name")
 
 
 def test_emit_refuses_a_folder_it_cannot_write(tmp_path):
@@ -104,7 +110,7 @@ def test_a_python_plugin_builds_for_sm_90_and_lto_inlines_it_like_the_cuda_one()
     for name in ("default.py", "default.cu"):
         path = ROOT / "plugins" / name
         plugin = sample.Plugin(name, path.read_text(), folder=path.parent)
-        builds[name] = sample.link_build("lto", tools, library, plugin, [], gpu=None)
+        builds[name] = sample.link_build("lto", tools, library, plugin, gpu=None)
     assert builds["default.py"].inlined is True
     assert builds["default.py"].registers == builds["default.cu"].registers
     assert tools.compiles[-2]["compiler"] == "numba-cuda"

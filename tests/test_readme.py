@@ -12,7 +12,8 @@ from helpers import ROOT
 def test_every_line_of_the_core_section_is_in_the_script():
     readme = (ROOT / "README.md").read_text()
     section = readme.split("## The sample in 20 lines", 1)[1]
-    code = re.search(r"```python\n(.*?)```", section, re.DOTALL).group(1)
+    section = section.split("\n## ", 1)[0]
+    code = "".join(re.findall(r"```(?:cuda|python)\n(.*?)```", section, re.DOTALL))
     script = {line.strip() for line in (ROOT / "jitLtoLinking.py").read_text().splitlines()}
     lines = [line.strip() for line in code.splitlines() if line.strip()]
     assert 15 <= len(lines) <= 25
