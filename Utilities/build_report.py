@@ -215,11 +215,8 @@ def compile_record(module: str, target: str, ms: float, source: str, cache: dict
 def swap_line(label: str, compiles: list[dict], step_start: int, library_source: str, library_name: str) -> str:
     """Step [3]'s proof: what was compiled in the step (from compiles[step_start:]), and the library's LTO-IR compiles."""
     compiled = ", ".join(r["module"] for r in compiles[step_start:] if r["cache"] != "hit") or "nothing"
-    all_compiles = compiles
     library = digest(library_source)
-    count = sum(
-        r.get("source_sha256") == library and r["target"] == "ltoir" and r["cache"] != "hit" for r in all_compiles
-    )
+    count = sum(r.get("source_sha256") == library and r["target"] == "ltoir" and r["cache"] != "hit" for r in compiles)
     times = {0: "not at all (cache hit)", 1: "once"}.get(count, f"{count} times")
     return (
         f"  [{label}] library LTO-IR reused from step [2], not compiled again: NVRTC compiled {compiled} in this step; "
