@@ -18,11 +18,6 @@ import cuda_samples_utils as utils
 import numpy as np
 
 
-# Host bytes a NumPy reference may keep to serve several builds; a larger one
-# is computed again for each build, so host memory stays near the input's size.
-REFERENCE_BUDGET = 256 * 2**20
-
-
 @dataclass
 class Gpu:
     """The device, one stream that CuPy shares, and the run's buffers."""
@@ -45,7 +40,7 @@ class Gpu:
         if reference is None:
             return utils.verify(d_out, self.d_ref, self.cupy_stream, "cross-check")
         if name not in self.references:
-            self.references[name] = utils.kept_reference(reference, self.host_input, REFERENCE_BUDGET)
+            self.references[name] = utils.kept_reference(reference, self.host_input)
         return utils.verify(d_out, self.references[name], self.cupy_stream, method)
 
 

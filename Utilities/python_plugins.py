@@ -122,7 +122,3 @@ def compile_plugin(path: Path, target: str, tools):
     record["compiler"] = "numba-cuda"
     tools.compiles.append(record)
     return code, reference, record
-
-
-def is_python(path: Path) -> bool:
-    return path.suffix == ".py"
