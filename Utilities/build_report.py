@@ -6,8 +6,9 @@ A `Build` holds the linked `ObjectCode` and the figures the sample prints for
 it. `read_report()` fills in the facts that come from the built code itself,
 never from what the sample expects: the cubin's ELF symbol table and
 relocations (read with pyelftools) say whether `user_transform` is still a
-function the kernel calls, and the kernel attributes (or, without a GPU, the
-linker's verbose log) say how many registers a thread uses.
+function the kernel calls, and the kernel attributes (on a GPU) or the
+cubin's own `.nv.info` records (without one) say how many registers a thread
+uses.
 """
 
 from __future__ import annotations
@@ -15,11 +16,14 @@ from __future__ import annotations
 import hashlib
 import io
 import re
+import struct
 from dataclasses import dataclass, field
 
 from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 from elftools.elf.relocation import RelocationSection
+
+KERNEL, CALLEE = "apply_transform", "user_transform"
 
 
 @dataclass
@@ -29,10 +33,17 @@ class Build:
     label: str  # "ptx", "lto", "swap", "whole program", "half-LTO" (and the plug-in's name, with several)
     code: object = None  # the linked cuda.core ObjectCode (a cubin)
     plugin: str = ""  # the plug-in's file name
-    inputs: list = field(default_factory=list)  # the ObjectCodes linked: the library's, the plug-in's
-    compiles: list[dict] = field(default_factory=list)  # one record per NVRTC compile made for this build
+    inputs: list = field(
+        default_factory=list
+    )  # the ObjectCodes linked: the library's, the plug-in's
+    compiles: list[dict] = field(
+        default_factory=list
+    )  # the compiles made for this build, each counted once
+    ready: object = None  # the cubin --cache-dir kept from an earlier run: nothing to link
     link_ms: float | None = None
-    link_log: str = ""
+    link_cache: dict | None = None  # hit or miss, with --cache-dir
+    library_from: str | None = None  # --library FILE, when the library's LTO-IR came from there
+    cubin_bytes: int | None = None
     registers: int | None = None
     registers_from: str = ""
     calls_left: int | None = None
@@ -62,8 +73,10 @@ class Build:
             "skipped": self.skipped,
             "compile_ms": self.compile_ms,
             "link_ms": self.link_ms,
+            "link_cache": self.link_cache and self.link_cache["cache"],
+            "library_from": self.library_from,
             "compiles": self.compiles,
-            "cubin_bytes": len(self.cubin) or None,
+            "cubin_bytes": self.cubin_bytes,
             "registers": self.registers,
             "registers_from": self.registers_from or None,
             "user_transform_calls_left": self.calls_left,
@@ -84,6 +97,7 @@ class CubinFacts:
     functions: list[str]
     # calls[caller][callee]: call sites in caller's code still pointing at callee
     calls: dict[str, dict[str, int]] = field(default_factory=dict)
+    registers: dict[str, int] = field(default_factory=dict)  # per function, from .nv.info
 
     @staticmethod
     def names(symbol: str, function: str) -> bool:
@@ -95,72 +109,83 @@ class CubinFacts:
 
     def calls_from(self, caller: str, callee: str) -> int:
         """Call sites in caller's section that point at callee through a relocation."""
-        return sum(n for symbol, n in self.calls.get(caller, {}).items() if self.names(symbol, callee))
+        return sum(
+            n for symbol, n in self.calls.get(caller, {}).items() if self.names(symbol, callee)
+        )
+
+
+EIATTR_REGCOUNT = 0x2F  # an .nv.info record: (symbol index, registers per thread)
 
 
 def read_cubin(cubin: bytes) -> CubinFacts:
-    """List a cubin's functions and the call sites between them.
+    """List a cubin's functions, the call sites between them, and each one's register count.
 
-    A call from one function to another stays in the cubin as a relocation
-    (an entry the loader fills in with the callee's address) in the caller's
+    A call from one function to another stays in the cubin as a relocation (an
+    entry the loader fills in with the callee's address) in the caller's
     `.rel(a).text.<caller>` section, naming the callee's symbol. An inlined
     callee that nobody calls any more is not in the symbol table at all. (LTO
     may also keep a private copy of a function inside the caller's own
     section, called by relative address: that copy is in the symbol table,
-    but its calls need no relocation.)
+    but its calls need no relocation.) The `.nv.info` sections hold, among
+    other attributes, the registers the assembler gave each function.
     """
     try:
         elf = ELFFile(io.BytesIO(cubin))
         symbols = list(elf.get_section_by_name(".symtab").iter_symbols())
     except (ELFError, AttributeError, ValueError) as exc:
         raise ValueError(f"not an ELF cubin ({exc})") from None
-    functions = [s.name for s in symbols if s["st_info"]["type"] == "STT_FUNC"]
-    calls: dict[str, dict[str, int]] = {}
+    facts = CubinFacts(functions=[s.name for s in symbols if s["st_info"]["type"] == "STT_FUNC"])
     for section in elf.iter_sections():
+        if section.name.startswith(".nv.info"):
+            facts.registers.update(_register_counts(section.data(), symbols))
         caller = re.sub(r"^\.rela?\.text\.", "", section.name)
         if not isinstance(section, RelocationSection) or caller == section.name:
             continue
         for relocation in section.iter_relocations():
             callee = symbols[relocation["r_info_sym"]].name
-            if callee in functions:
-                calls.setdefault(caller, {})
-                calls[caller][callee] = calls[caller].get(callee, 0) + 1
-    return CubinFacts(functions=functions, calls=calls)
+            if callee in facts.functions:
+                facts.calls.setdefault(caller, {})
+                facts.calls[caller][callee] = facts.calls[caller].get(callee, 0) + 1
+    return facts
 
 
-def registers_from_link_log(log: str, kernel: str) -> int | None:
-    """Registers per thread of `kernel`, as ptxas reports it in a verbose link log.
-
-    The last report wins: when nvJitLink compiles PTX inputs, ptxas reports each
-    module and then the linker reports the final, linked kernel.
-    """
-    lines = log.splitlines()
-    found = None
-    header = re.compile(rf"Function properties for '?{re.escape(kernel)}'?:?\s*$")
-    used = re.compile(r"[Uu]sed (\d+) registers")
-    for i, line in enumerate(lines):
-        if header.search(line):
-            for following in lines[i + 1 : i + 4]:
-                match = used.search(following)
-                if match:
-                    found = int(match.group(1))
-                    break
-    return found
+def _register_counts(data: bytes, symbols: list) -> dict[str, int]:
+    """The REGCOUNT records of an .nv.info section: each record is a format byte, an attribute
+    byte, then either a 2-byte value or a 2-byte size and that many bytes."""
+    counts, at = {}, 0
+    while at + 4 <= len(data):
+        form, attribute = data[at], data[at + 1]
+        size = struct.unpack_from("<H", data, at + 2)[0] if form == 0x04 else 0
+        if attribute == EIATTR_REGCOUNT and size == 8:
+            index, registers = struct.unpack_from("<II", data, at + 4)
+            if index < len(symbols):
+                counts[symbols[index].name] = registers
+        at += 4 + size
+    return counts
 
 
-def read_report(build: Build, kernel_name: str = "apply_transform", callee: str = "user_transform") -> None:
+def read_report(build: Build) -> None:
     """Fill in registers and call/inline facts from the built code (and build.kernel, loaded on a GPU run)."""
     facts = read_cubin(build.cubin)
-    build.inlined = not facts.has_function(callee)
-    build.calls_left = facts.calls_from(kernel_name, callee)
+    build.cubin_bytes = len(build.cubin)
+    build.inlined = not facts.has_function(CALLEE)
+    build.calls_left = facts.calls_from(KERNEL, CALLEE)
     if not build.inlined and build.calls_left == 0:
-        build.calls_left = None  # a private copy called by relative address: its call sites are not in the ELF
+        build.calls_left = (
+            None  # a private copy called by relative address: its call sites are not in the ELF
+        )
     if build.kernel is not None:
-        build.registers = build.kernel.attributes.num_regs
-        build.registers_from = "kernel attributes"
+        build.registers, build.registers_from = (
+            build.kernel.attributes.num_regs,
+            "kernel attributes",
+        )
     else:
-        build.registers = registers_from_link_log(build.link_log, kernel_name)
-        build.registers_from = "linker log"
+        build.registers, build.registers_from = facts.registers.get(KERNEL), "cubin"
+
+
+# ---------------------------------------------------------------------------
+# What is printed and recorded
+# ---------------------------------------------------------------------------
 
 
 def report_lines(build: Build) -> list[str]:
@@ -174,18 +199,33 @@ def report_lines(build: Build) -> list[str]:
     else:
         calls = f"user_transform still a call ({build.calls_left} call sites)"
     link = "no link" if build.link_ms is None else f"link {build.link_ms:.1f} ms"
-    compiled = f"compile {build.compile_ms:.1f} ms" if build.compiles else "nothing compiled"
-    lines = [
-        f"  [{build.label}] {compiled}, {link}, cubin {len(build.cubin):,} bytes, {build.registers} registers, {calls}"
-    ]
+    compiled = f"compile {build.compile_ms:.1f} ms" if build.compile_ms else "nothing compiled"
+    size = f"cubin {build.cubin_bytes or 0:,} bytes, {build.registers} registers"
+    lines = [f"  [{build.label}] {compiled}, {link}, {size}, {calls}"]
+    if build.library_from and build.kind != "swap":  # the swap's own line says it
+        lines.append(
+            f"  [{build.label}] library.cu not compiled in this run: its LTO-IR is {build.library_from}"
+        )
     for record in build.compiles:
-        if record["cache"] != "off":
-            saved = record.get("saved_ms")
-            extra = f", saved {saved:.1f} ms" if saved is not None else ""
+        if record.get("warnings"):
+            lines += [f"  [{build.label}] NVRTC warned about {record['module']}:"]
+            lines += [f"    {line}" for line in record["warnings"].splitlines()]
+        if record["cache"] != "off" or record.get("note"):
+            saved = (
+                f", saved {record['saved_ms']:.1f} ms" if record.get("saved_ms") is not None else ""
+            )
             note = f"; {record['note']}" if record.get("note") else ""
             lines.append(
-                f"  [{build.label}] cache {record['cache']}: {record['module']} ({record['ms']:.1f} ms{extra}){note}"
+                f"  [{build.label}] cache {record['cache']}: {record['module']} ({record['ms']:.1f} ms{saved}){note}"
             )
+    if build.link_cache:
+        state, saved = build.link_cache["cache"], build.link_cache.get("saved_ms")
+        note = f"; {build.link_cache['note']}" if build.link_cache.get("note") else ""
+        lines.append(
+            f"  [{build.label}] link cache {state}"
+            + (f" (saved {saved:.1f} ms)" if saved is not None else "")
+            + note
+        )
     return lines
 
 
@@ -203,22 +243,44 @@ def verification_lines(build: Build) -> list[str]:
 
 
 def digest(source: str) -> str:
-    """A source's SHA-256, kept in each compile record: which source a compile was of, whatever its file name."""
-    return hashlib.sha256(source.encode()).hexdigest()
+    """A source's SHA-256, kept in each compile record: which source a compile was of, whatever its name."""
+    return hashlib.sha256(source.encode("utf-8", "backslashreplace")).hexdigest()
 
 
-def compile_record(module: str, target: str, ms: float, source: str, cache: dict) -> dict:
-    """One compile, as the report and --json keep it: what was compiled, to what, how long, and the cache's part."""
-    return {"module": module, "target": target, "ms": ms, **cache, "source_sha256": digest(source)}
+def compile_record(module, target: str, ms: float, cache: dict, warnings: str = "") -> dict:
+    """One compile, as the report and --json keep it: what, to what, how long, the cache's part."""
+    record = {
+        "module": module.name,
+        "target": target,
+        "ms": ms,
+        **cache,
+        "source_sha256": digest(module.source),
+    }
+    if module.is_python:
+        record["compiler"] = "numba-cuda"
+    if warnings:
+        record["warnings"] = warnings
+    return record
 
 
-def swap_line(label: str, compiles: list[dict], step_start: int, library_source: str, library_name: str) -> str:
-    """Step [3]'s proof: what was compiled in the step (from compiles[step_start:]), and the library's LTO-IR compiles."""
-    compiled = ", ".join(r["module"] for r in compiles[step_start:] if r["cache"] != "hit") or "nothing"
-    library = digest(library_source)
-    count = sum(r.get("source_sha256") == library and r["target"] == "ltoir" and r["cache"] != "hit" for r in compiles)
-    times = {0: "not at all (cache hit)", 1: "once"}.get(count, f"{count} times")
+def swap_line(build: Build, compiles: list[dict], library, shipped: str | None) -> str:
+    """Step [3]'s proof: what this build compiled, and how often the library (by its source's
+    digest, whatever a file is named) became LTO-IR in the run."""
+    compiled = ", ".join(r["module"] for r in build.compiles if r["cache"] != "hit") or "nothing"
+    if shipped:
+        library = f"library.cu not compiled in this run (its LTO-IR: {shipped})"
+    else:
+        mine = digest(library.source)
+        count = sum(
+            r["source_sha256"] == mine and r["target"] == "ltoir" and r["cache"] != "hit"
+            for r in compiles
+        )
+        library = (
+            "library.cu to LTO-IR "
+            + {0: "not at all (cache hit)", 1: "once"}.get(count, f"{count} times")
+            + " in this run"
+        )
     return (
-        f"  [{label}] library LTO-IR reused from step [2], not compiled again: NVRTC compiled {compiled} in this step; "
-        f"{library_name} to LTO-IR {times} in this run"
+        f"  [{build.label}] library LTO-IR reused from step [2], not compiled again: "
+        f"NVRTC compiled {compiled} in this step; {library}"
     )

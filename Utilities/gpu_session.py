@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 
 import cuda_samples_utils as utils
 import numpy as np
+import staging
+import verification
 
 
 @dataclass
@@ -26,38 +28,61 @@ class Gpu:
     stream: object  # cuda.core Stream
     cupy_stream: object  # the same stream, as CuPy's current stream
     host_input: np.ndarray
-    d_in: object
-    d_out: object
-    d_ref: object = None  # a result kept to cross-check another against, when there is no NumPy reference
-    references: dict = field(default_factory=dict)  # NumPy references computed once, by name
+    d_in: object = None
+    d_out: object = None
+    d_ref: object = (
+        None  # a result kept to cross-check another against, when there is no NumPy reference
+    )
+    clock: object = None
+    references: dict = field(default_factory=dict)  # expected values, computed once per plug-in
 
     @property
     def max_grid(self) -> int:
         return self.device.properties.max_grid_dim_x
 
-    def verify(self, d_out, reference, name: str, method: str = "reference"):
-        """Compare d_out with a reference (computed once per name), or without one, with d_ref (a cross-check)."""
-        if reference is None:
-            return utils.verify(d_out, self.d_ref, self.cupy_stream, "cross-check")
-        if name not in self.references:
-            self.references[name] = utils.kept_reference(reference, self.host_input)
-        return utils.verify(d_out, self.references[name], self.cupy_stream, method)
+    @contextlib.contextmanager
+    def launching(self, d_out):
+        """Around a launch into d_out: poison d_out first, so an element the kernel misses fails;
+        time the launch; wait for it."""
+        with self.clock.phase("launch"):
+            verification.poison(d_out, self.stream)
+            yield
+            self.stream.sync()
+
+    def verify(self, plugin) -> verification.Verification:
+        """Check d_out: against the plug-in's reference (computed once per plug-in), or, for a
+        plug-in without one, against d_ref, the PTX build's output (a cross-check)."""
+        if plugin.checked_by == "cross-check":
+            return verification.verify(self.d_out, self.d_ref, self.cupy_stream, "cross-check")
+        if plugin.name not in self.references:
+            self.references[plugin.name] = verification.kept_reference(
+                plugin.reference, self.host_input
+            )
+        return verification.verify(
+            self.d_out, self.references[plugin.name], self.cupy_stream, plugin.checked_by
+        )
 
 
 @contextlib.contextmanager
-def open_gpu(index: int, elements: int, arrays: int, clock, record: dict):
-    """Check and set up GPU `index` for `arrays` float32 arrays of `elements`; draw and upload the input."""
-    import cupy as cp
+def open_gpu(args, run):
+    """Check and set up GPU --device for the run's arrays; draw and upload the input."""
+    import cupy as cp  # only a run on a GPU needs CuPy
 
+    clock = run.clock
+    arrays = (
+        3 if any(p.checked_by == "cross-check" for p in args.plugins) else 2
+    )  # 3: for a cross-check
     with clock.phase("device set-up"):
-        device = utils.check_device_index(index, utils.list_devices())
+        device = utils.check_device_index(args.device, utils.list_devices())
         utils.print_gpu_info(device)
         device.set_current()
         free, total = cp.cuda.runtime.memGetInfo()
-        needed = arrays * 4 * elements + 256 * 2**20  # and room for verification work buffers
-        utils.check_free_memory(needed, free, f"--elements {elements:,} ({arrays} float32 arrays)")
-        record["device"] = {
-            "index": index,
+        needed = arrays * 4 * args.elements + 256 * 2**20  # and room for verification work buffers
+        utils.check_free_memory(
+            needed, free, f"--elements {args.elements:,} ({arrays} float32 arrays)"
+        )
+        run.record["device"] = {
+            "index": args.device,
             "name": device.name,
             "compute_capability": f"{device.compute_capability.major}.{device.compute_capability.minor}",
             "arch": f"sm_{device.arch}",
@@ -73,30 +98,24 @@ def open_gpu(index: int, elements: int, arrays: int, clock, record: dict):
         # the previous one on exit.
         with cp.cuda.Stream.from_external(stream) as cupy_stream:
             with clock.phase("input"):
-                host_input = utils.standard_normal_float32(elements, seed=0)
+                gpu = Gpu(
+                    device,
+                    stream,
+                    cupy_stream,
+                    utils.standard_normal_float32(args.elements, seed=0),
+                    clock=clock,
+                )
             with clock.phase("upload"):
-                gpu = Gpu(device, stream, cupy_stream, host_input, cp.empty(elements, dtype=cp.float32), None)
+                gpu.d_in = cp.empty(args.elements, dtype=cp.float32)
                 gpu.d_out = cp.empty_like(gpu.d_in)
                 gpu.d_ref = cp.empty_like(gpu.d_in) if arrays == 3 else None
-                utils.upload(host_input, gpu.d_in, cupy_stream)
+                staging.upload(gpu.host_input, gpu.d_in, cupy_stream)
             yield gpu
     finally:
         stream.sync()
         if gpu is not None:  # drop the buffers before handing the pool's blocks back
-            gpu.d_in = gpu.d_out = gpu.d_ref = None
+            gpu.d_in = gpu.d_out = gpu.d_ref = gpu.host_input = None
             gpu.references.clear()
         cp.get_default_memory_pool().free_all_blocks()
         cp.get_default_pinned_memory_pool().free_all_blocks()
         stream.close()
-
-
-def compile_only_arch(arch: str | None, index: int, record: dict) -> str:
-    """The architecture for --compile-only: --arch, or else GPU `index`'s own; say it and record it."""
-    if arch is None:
-        try:
-            arch = f"sm_{utils.check_device_index(index, utils.list_devices()).arch}"
-        except utils.WaivedError:
-            raise utils.UsageError("--compile-only needs --arch sm_XX on a machine without a GPU") from None
-    record["arch"] = arch
-    print(f"Compile only, for {arch}: nothing is launched")
-    return arch

@@ -1,52 +1,247 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Copyright (c) 2026, the jitLtoLinking authors
-"""NVRTC and nvJitLink in the user's terms: loading them, their versions, headers, errors and warnings.
+"""The `with` blocks around every compile and link the sample writes out.
 
-The sample calls cuda.core's `Program` and `Linker` itself; this module turns
-what those tools say when something goes wrong into one clear message that
-blames the real cause: a library that cannot be loaded is an install
-problem, a compile log is the plug-in's problem, with its file and line.
+`Toolchain.compiling()` and `Toolchain.linking()` wrap the `Program` and
+`Linker` calls of the script's steps. Each one is timed on the run's clock,
+looked up in --cache-dir (what is found there is `.ready`, and nothing is
+built again) and kept there, recorded for the report and --json, its NVRTC
+warnings kept to print under the build, and its failure turned into one
+message that blames the real cause: a library that cannot be loaded is an
+install problem; a compile log is the plug-in's, with its file and line; a
+link log names the symbol or the architecture at fault.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import io
 import re
 import sys
 import warnings
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass, field, replace
 
-from cuda_samples_utils import SampleError, driver_version
-from run_record import Timeline
+import build_report
+import compile_cache
+import emitted_files
+from build_report import Build
+from cuda.bindings import nvjitlink, nvrtc
+from cuda.core import ObjectCode
+from cuda.pathfinder import find_nvidia_header_directory
+from cuda_samples_utils import (
+    SampleError,
+    UsageError,
+    check_device_index,
+    driver_version,
+    list_devices,
+)
 
-# Terminal colour codes (numba colours its messages), then every control byte
-# but newline and tab: NVRTC's logs end with a NUL byte, and a plug-in's text
-# could carry others that would garble the terminal.
+# Terminal colour codes (numba colours its messages), then every control byte but
+# newline and tab: NVRTC's logs end with a NUL byte, and a plug-in's text could hold others.
 _COLOURS = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _CONTROL_BYTES = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+PTX_NEEDS_A_DRIVER = "cuda.core asks the CUDA driver for its version before compiling to PTX, and this machine has no driver"
+LOADERS = {
+    "ptx": ObjectCode.from_ptx,
+    "ltoir": ObjectCode.from_ltoir,
+    "cubin": ObjectCode.from_cubin,
+}
 
 
 @dataclass
+class Compiled:
+    """What a `compiling` block holds: the options to compile with, NVRTC's log, the code."""
+
+    options: object
+    ready: object = None  # code already made: by --cache-dir, or by numba-cuda from Python
+    code: object = None
+    log: io.StringIO = field(default_factory=io.StringIO)  # Program.compile(..., logs=) writes here
+
+
+def compile_only_arch(args) -> str:
+    """--arch, or else the GPU's own architecture, for --compile-only; printed."""
+    arch = args.arch
+    if arch is None:
+        try:
+            arch = f"sm_{check_device_index(args.device, list_devices()).arch}"
+        except SampleError:
+            raise UsageError(
+                "--compile-only needs --arch sm_XX on a machine without a GPU"
+            ) from None
+    print(f"Compile only, for {arch}: nothing is launched")
+    return arch
+
+
 class Toolchain:
-    """Where and how a run builds: the architecture, the program cache, the clock, every compile made."""
+    """How the run builds: its architecture, cache, clock, and every compile and build it made.
+    Made after NVRTC and nvJitLink are checked, their versions recorded, the architecture chosen."""
 
-    arch: str  # "sm_90"
-    cache: object = None  # cuda.core's FileStreamProgramCache, with --cache-dir
-    clock: Timeline = field(default_factory=Timeline)
-    compiles: list[dict] = field(default_factory=list)  # one record per compile, in order
-    notes: set = field(default_factory=set)  # notes already printed once
-    emit: Path | None = None  # --emit DIR
-    several_plugins: bool = False  # then each build's label names its plug-in
+    def __init__(self, args, gpu, run):
+        check_libraries(run.install_hint)
+        run.record["versions"] = versions()
+        self.arch = run.record["arch"] = f"sm_{gpu.device.arch}" if gpu else compile_only_arch(args)
+        self.run, self.clock = run, run.clock
+        self.cache, self.emit = args.cache, args.emit
+        self.gpu_run = not args.compile_only
+        self.several_plugins = len(args.plugins) > 1
+        self.builds: list[Build] = run.builds  # every build, in the --json record as it is made
+        self.compiles: list[dict] = []  # every compile of the run, in order
+        self.attached = 0  # compiles[:attached] belong to a build already
+        self.notes: set = set()
+        self.skips_ptx = driver_version() is None
+        self.shipped_library, self.shipped_from = None, args.library
+        if (
+            args.library_ltoir
+        ):  # --library: the library's LTO-IR as it ships, read and checked already
+            self.shipped_library = Compiled(
+                None, code=ObjectCode.from_ltoir(args.library_ltoir, name=args.library)
+            )
 
-    def label(self, kind: str, plugin: str) -> str:
-        """A build's label: its kind ("ptx", "lto", ...) and, with several plug-ins, the plug-in's name."""
-        return f"{kind} {plugin}" if self.several_plugins else kind
+    # -- the blocks around Program and Linker ---------------------------------
+
+    @contextlib.contextmanager
+    def compiling(self, module, options, target: str):
+        """Around one compile of `module` (a Plugin: its name and source) to `target`."""
+        held = Compiled(options_for(module, options))
+        visit = compile_cache.Visit()
+        with self.clock.phase("compile") as lap, tool_errors(module.name), self.driver_note():
+            if module.is_python:  # numba-cuda compiles it, for the GPU and for the CPU reference
+                held.ready, module.reference = python_plugin_compile(module, target, self.arch)
+            else:
+                visit = compile_cache.compile_visit(self.cache, module.source, held.options, target)
+                held.ready = visit.payload and LOADERS[target](visit.payload, name=module.name)
+            yield held
+        cache = compile_cache.keep(self.cache, visit, held.code, lap.ms)
+        record = build_report.compile_record(
+            module, target, lap.ms, cache, clean(held.log.getvalue())
+        )
+        self.compiles.append(record)
+
+    @contextlib.contextmanager
+    def linking(self, kind: str, plugin, options, *inputs):
+        """Around one link of `inputs` with LinkerOptions `options`: the build of `kind` for `plugin`."""
+        build = self.new_build(kind, plugin)
+        build.inputs = list(inputs)
+        if self.shipped_library and any(code is self.shipped_library.code for code in inputs):
+            build.library_from = self.shipped_from
+        version = ".".join(map(str, nvjitlink.version()))
+        with self.clock.phase("link") as lap, tool_errors(plugin.name, linking=True):
+            visit = compile_cache.link_visit(self.cache, build.inputs, options, version)
+            build.ready = visit.payload and ObjectCode.from_cubin(visit.payload, name=build.label)
+            yield build
+        build.link_ms = lap.ms
+        build.link_cache = (
+            compile_cache.keep(self.cache, visit, build.code, lap.ms) if self.cache else None
+        )
+
+    def unlinked(self, kind: str, plugin, code) -> Build:
+        """A build that needed no linker (the whole program, compiled to a cubin at once)."""
+        build = self.new_build(kind, plugin)
+        build.code = code
+        return build
+
+    def skip(self, kind: str) -> None:
+        """A build that cannot be made on this machine, reported as skipped with the reason."""
+        build = Build(kind, skipped=PTX_NEEDS_A_DRIVER)
+        self.builds.append(build)
+        print("\n".join(build_report.report_lines(build)))
+
+    def new_build(self, kind: str, plugin) -> Build:
+        """A new build, holding the compiles made since the last one (so each is counted once)."""
+        label = f"{kind} {plugin.name}" if self.several_plugins else kind
+        build = Build(label, plugin=plugin.name, compiles=self.compiles[self.attached :])
+        self.attached = len(self.compiles)
+        self.builds.append(build)
+        return build
+
+    def build(self, kind: str, plugin) -> Build | None:
+        """The run's build of `kind` for `plugin`, if it was made."""
+        return next(
+            (b for b in self.builds if b.kind == kind and b.plugin == plugin.name and b.code), None
+        )
+
+    # -- what is printed of a build -------------------------------------------
+
+    def report(self, build: Build, note: str | None = None) -> Build:
+        """Read the report off the built code, print it (NVRTC's warnings and `note` under it),
+        and --emit the files."""
+        with self.clock.phase("report"):
+            build_report.read_report(build)
+        print("\n".join(build_report.report_lines(build) + ([note] if note else [])))
+        if self.emit:
+            with self.clock.phase("emit"):
+                emitted_files.write_build(self.emit, build, self.arch)
+        return build
+
+    def verify(self, build: Build, plugin, gpu) -> None:
+        """Check every element of the build's output, and print what was checked and found."""
+        with self.clock.phase("verify"):
+            build.verification = gpu.verify(plugin)
+        print("\n".join(build_report.verification_lines(build)))
+
+    def swap_line(self, build: Build, library) -> str:
+        """What step [3] compiled, and how often `library` was compiled to LTO-IR in the run."""
+        return build_report.swap_line(build, self.compiles, library, self.shipped_from)
+
+    @contextlib.contextmanager
+    def driver_note(self):
+        """cuda.core's 'driver older than NVRTC' warning, as one line once per run.
+
+        cuda.core warns that a driver older than NVRTC could not load the PTX NVRTC
+        makes. The sample never gives PTX to the driver: nvJitLink turns it into a
+        cubin. Other warnings are passed on as they are.
+        """
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", RuntimeWarning)
+            yield
+        for warning in caught:
+            if "driver version is older" not in str(warning.message):
+                warnings.warn_explicit(
+                    warning.message, warning.category, warning.filename, warning.lineno
+                )
+            elif "driver" not in self.notes:
+                self.notes.add("driver")
+                version = driver_version()
+                driver = f"this driver (CUDA {version})" if version else "this driver"
+                print(f"  note: {driver} could not load PTX from this newer NVRTC itself; it does not need "
+                      "to: nvJitLink turns the PTX into a cubin")  # fmt: skip
 
 
-PTX_NEEDS_A_DRIVER = (
-    "cuda.core asks the CUDA driver for its version before compiling to PTX, and this machine has no driver"
-)
+def options_for(module, options):
+    """The step's options for a plug-in file: named after the file, so that NVRTC finds its
+    quoted #includes next to it, and with CUDA's own headers from the wheels."""
+    if module.path is None:
+        return options
+    return replace(options, name=module.program_name, **cuda_headers())
+
+
+def python_plugin_compile(module, target: str, arch: str):
+    """numba-cuda's code for a Python plug-in, and its CPU reference."""
+    import python_plugins  # numba-cuda loads in a second; only Python plug-ins need it
+
+    return python_plugins.compile_plugin(module, target, arch)
+
+
+@functools.cache
+def cuda_headers() -> dict:
+    """ProgramOptions that find CUDA's headers (<cuda_fp16.h>, ...) in the installed wheels.
+
+    NVRTC 13.3 and newer ship them (`use_bundled_headers`); for an older NVRTC
+    cuda.pathfinder finds the folder that pip installed them to.
+    """
+    try:
+        if nvrtc_version() >= (13, 3):
+            return {"use_bundled_headers": True}
+    except Exception:  # noqa: BLE001 -- NVRTC cannot be loaded: check_libraries() says so
+        return {}
+    folder = find_nvidia_header_directory("cudart")
+    return {"include_path": [folder]} if folder else {}
+
+
+# ---------------------------------------------------------------------------
+# The tools themselves: loading, versions, and what they say when they fail
+# ---------------------------------------------------------------------------
 
 
 def clean(text: str) -> str:
@@ -54,120 +249,99 @@ def clean(text: str) -> str:
     return _CONTROL_BYTES.sub("", _COLOURS.sub("", text)).strip()
 
 
-def check_libraries(install_hint: str) -> None:
-    """SampleError (exit 1) with the install hint unless NVRTC and nvJitLink can be loaded."""
-    for name, version in (("NVRTC", _nvrtc_version), ("nvJitLink", _nvjitlink_version)):
-        try:
-            version()
-        except Exception as exc:  # noqa: BLE001 -- ImportError, DynamicLibNotFoundError, a broken wheel
-            raise SampleError(f"the {name} library could not be loaded ({clean(str(exc))}); {install_hint}") from None
-
-
-def _nvrtc_version() -> tuple[int, int]:
-    from cuda.bindings import nvrtc
-
+def nvrtc_version() -> tuple[int, int]:
     _, major, minor = nvrtc.nvrtcVersion()
     return major, minor
 
 
-def _nvjitlink_version() -> tuple[int, int]:
-    from cuda.bindings import nvjitlink
-
-    return tuple(nvjitlink.version())
-
-
 def supported_architectures() -> list[int] | None:
-    """The sm_XX numbers this NVRTC compiles for, or None if NVRTC cannot be loaded."""
+    """The sm_XX numbers this NVRTC compiles for, or None if NVRTC cannot be loaded (said later)."""
     try:
-        from cuda.bindings import nvrtc
-
         return list(nvrtc.nvrtcGetSupportedArchs()[1])
     except Exception:  # noqa: BLE001 -- check_libraries() reports why, with the install hint
         return None
 
 
-def library_versions() -> dict:
-    """Versions of the libraries and tools the run uses."""
-    import cuda.bindings
-    import cuda.core
-    import cupy
-    import numpy
+def check_libraries(install_hint: str) -> None:
+    """SampleError (exit 1) with the install hint unless NVRTC and nvJitLink can be loaded."""
+    for name, version in (("NVRTC", nvrtc_version), ("nvJitLink", nvjitlink.version)):
+        try:
+            version()
+        except Exception as exc:  # noqa: BLE001 -- ImportError, DynamicLibNotFoundError, a broken wheel
+            raise SampleError(
+                f"the {name} library could not be loaded ({clean(str(exc))}); {install_hint}"
+            ) from None
 
+
+def versions() -> dict:
+    """Versions of Python and of the libraries and tools the run uses."""
+    modules = {name: sys.modules.get(module) for name, module in
+               (("numpy", "numpy"), ("cupy", "cupy"), ("cuda_core", "cuda.core"), ("cuda_bindings", "cuda.bindings"))}  # fmt: skip
     return {
         "python": sys.version.split()[0],
-        "numpy": numpy.__version__,
-        "cupy": cupy.__version__,
-        "cuda_core": cuda.core.__version__,
-        "cuda_bindings": cuda.bindings.__version__,
-        "nvrtc": ".".join(map(str, _nvrtc_version())),
-        "nvjitlink": ".".join(map(str, _nvjitlink_version())),
+        **{name: getattr(module, "__version__", None) for name, module in modules.items()},
+        "nvrtc": ".".join(map(str, nvrtc_version())),
+        "nvjitlink": ".".join(map(str, nvjitlink.version())),
         "driver_cuda": driver_version(),
     }
 
 
-def header_options(extra_folder=None) -> dict:
-    """ProgramOptions that find a plug-in's own headers in `extra_folder`, and CUDA's from the wheels.
-
-    NVRTC 13.3 and newer ship CUDA's headers (`use_bundled_headers`); with an
-    older NVRTC the headers that pip installed are found by cuda.pathfinder.
-    """
-    options, folders = {}, [str(extra_folder)] if extra_folder else []
-    if _nvrtc_version() >= (13, 3):
-        options["use_bundled_headers"] = True
-    else:
-        with contextlib.suppress(Exception):
-            from cuda.pathfinder import find_nvidia_header_directory
-
-            folders += [folder for folder in [find_nvidia_header_directory("cudart")] if folder]
-    if folders:
-        options["include_path"] = folders
-    return options
-
-
-def compile_error(exc: Exception, name: str) -> SampleError:
-    """The error for a failed NVRTC compile: its log (file and line) if it has one."""
-    text = clean(str(exc))
-    if "compilation log:" in text:
-        return SampleError(f"NVRTC could not compile {name}:\n{text.split('compilation log:', 1)[1].strip()}")
-    return SampleError(f"NVRTC could not compile {name} ({text})")
-
-
-def link_error(exc: Exception, linker) -> SampleError:
-    """The error for a failed nvJitLink link: its log, naming the symbol at fault."""
-    log = ""
-    if linker is not None:
-        with contextlib.suppress(Exception):
-            log = clean(linker.get_error_log())
-    log = log or clean(str(exc))
-    symbol = re.search(r"(?:Unresolved extern function|Undefined reference to|undefined)\s+'?([\w$]+)'?", log)
-    if symbol:
-        return SampleError(
-            f"nvJitLink could not link the plug-in: '{symbol.group(1)}' is not defined. A plug-in must define\n"
-            f'    extern "C" __device__ float user_transform(float x)\n'
-            f"nvJitLink log:\n{log}"
-        )
-    return SampleError(f"nvJitLink could not link the plug-in.\nnvJitLink log:\n{log}")
+# What a compile log can say that the user can act on.
+COMPILE_HINTS = {
+    r'cannot open source file "(cmath|math\.h|cstdlib|algorithm|limits)"': (
+        "CUDA's math functions (sinf, expf, fmaxf, ...) are built in and need no #include; for "
+        "<cmath>-style names use <cuda/std/cmath>"
+    ),
+}
 
 
 @contextlib.contextmanager
-def driver_warning_note(notes: set):
-    """Replace cuda.core's 'driver older than NVRTC' warning with one line, once per run.
-
-    cuda.core warns that a driver older than NVRTC could not load the PTX
-    NVRTC makes. The sample never gives PTX to the driver: nvJitLink turns
-    it into a cubin. Other warnings are passed on as they are.
-    """
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", RuntimeWarning)
+def tool_errors(name: str, linking: bool = False):
+    """Turn an NVRTC or nvJitLink failure into one SampleError that names `name` and what to do."""
+    try:
         yield
-    for warning in caught:
-        if "driver version is older" not in str(warning.message):
-            warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
-        elif "driver" not in notes:
-            notes.add("driver")
-            version = driver_version()
-            driver = f"this driver (CUDA {version})" if version else "this driver"
-            print(
-                f"  note: {driver} could not load PTX from this newer NVRTC itself; "
-                "it does not need to: nvJitLink turns the PTX into a cubin"
-            )
+    except SampleError:
+        raise
+    except Exception as exc:  # noqa: BLE001 -- the tools raise several kinds; their text is what matters
+        text = clean(str(exc))
+        raise (link_error(text, name) if linking else compile_error(text, name)) from None
+
+
+def compile_error(text: str, name: str) -> SampleError:
+    """The error for a failed NVRTC compile: its log (file and line), and a hint where one helps."""
+    log = (
+        text.split("compilation log:", 1)[1].strip() if "compilation log:" in text else f"({text})"
+    )
+    hints = [hint for pattern, hint in COMPILE_HINTS.items() if re.search(pattern, log)]
+    return SampleError(
+        "\n".join([f"NVRTC could not compile {name}:", log, *(f"hint: {h}" for h in hints)])
+    )
+
+
+def link_error(text: str, name: str) -> SampleError:
+    """The error for a failed nvJitLink link: its log, naming the symbol or the architecture at fault."""
+    log = (
+        text.split("nvJitLink error log:", 1)[1].strip() if "nvJitLink error log:" in text else text
+    )
+    if "arch newer than target" in log or "ARCH_MISMATCH" in text:
+        return SampleError(
+            f"nvJitLink refused the library's LTO-IR: it was built for a newer architecture than this "
+            f"target. A library ships LTO-IR built for the oldest GPU it supports; it links for that GPU "
+            f"and every newer one.\nnvJitLink log:\n{log}"
+        )
+    if re.search(r"version|VERSION", text):
+        return SampleError(
+            "nvJitLink refused an LTO-IR input: LTO-IR links only with an nvJitLink of the same CUDA "
+            "major version, at least as new as the compiler that made it.\nnvJitLink log:\n" + log
+        )
+    symbol = re.search(
+        r"(?:Unresolved extern function|Undefined reference to|undefined)\s+'?([\w$]+)'?", log
+    )
+    if symbol:
+        return SampleError(
+            f"nvJitLink could not link {name}: '{symbol.group(1)}' is not defined. A plug-in must define\n"
+            f'    extern "C" __device__ float user_transform(float x)\n'
+            f"(not inline or __forceinline__, which leave no function for the library to call)\n"
+            f"nvJitLink log:\n{log}"
+        )
+    return SampleError(f"nvJitLink could not link {name}.\nnvJitLink log:\n{log}")

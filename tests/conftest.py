@@ -1,11 +1,13 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Copyright (c) 2026, the jitLtoLinking authors
-"""Skip the tests marked gpu, with the reason, where there is no usable GPU."""
+"""Skip the tests marked gpu (or numba), with the reason, where there is no usable GPU (or numba-cuda)."""
 
 from __future__ import annotations
 
 import pytest
 from helpers import utils
+
+import python_plugins
 
 
 def gpu_problem() -> str | None:
@@ -21,12 +23,11 @@ GPU_PROBLEM = gpu_problem()
 
 
 def pytest_collection_modifyitems(config, items):
-    if GPU_PROBLEM is None:
-        return
-    skip = pytest.mark.skip(reason=f"needs a GPU: {GPU_PROBLEM}")
+    reasons = {"gpu": GPU_PROBLEM and f"needs a GPU: {GPU_PROBLEM}", "numba": python_plugins.PROBLEM}
     for item in items:
-        if "gpu" in item.keywords:
-            item.add_marker(skip)
+        for marker, reason in reasons.items():
+            if reason and marker in item.keywords:
+                item.add_marker(pytest.mark.skip(reason=reason))
 
 
 @pytest.fixture

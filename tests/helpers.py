@@ -1,36 +1,54 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Copyright (c) 2026, the jitLtoLinking authors
-"""What the tests share: the sample imported in-process, and running it as a user does."""
+"""What the tests share: the sample imported in-process, its own steps run for sm_90, and
+running it as a user does (also as a user without privileges)."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 PLUGINS = Path(__file__).resolve().parent / "plugins"
+EXAMPLES = ROOT / "plugins"
 ARCH = "sm_90"  # an architecture NVRTC and nvJitLink build for without a GPU or a driver
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "Utilities"))
 
+import command_line
 import cuda_samples_utils as utils
+import run_record
 import toolchain
 
 import jitLtoLinking as sample
 
 
-def run_sample(*args: str, env: dict | None = None, script: Path | None = None, timeout: float = 600, cwd=ROOT):
+def run_sample(*args: str, env: dict | None = None, script: Path | None = None, timeout: float = 600, cwd=ROOT,
+               prefix: tuple = ()):  # fmt: skip
     """Run the sample as a user does; return the CompletedProcess (text output)."""
     return subprocess.run(
-        [sys.executable, str(script or ROOT / "jitLtoLinking.py"), *args],
+        [*prefix, sys.executable, str(script or ROOT / "jitLtoLinking.py"), *args],
         capture_output=True,
         text=True,
         env={**os.environ, **(env or {})},
         timeout=timeout,
         cwd=cwd,
     )
+
+
+def without_privileges() -> tuple:
+    """A command prefix that runs the sample without the power to ignore file permissions: as
+    root, the same user with every capability dropped (setpriv); as anyone else, nothing."""
+    if os.geteuid() != 0:
+        return ()
+    if shutil.which("setpriv") is None:
+        pytest.skip("running as root without setpriv (util-linux): file permissions cannot be made real")
+    return ("setpriv", "--bounding-set=-all", "--inh-caps=-all")
 
 
 def assert_clean_failure(result, code: int, *phrases: str) -> None:
@@ -42,11 +60,28 @@ def assert_clean_failure(result, code: int, *phrases: str) -> None:
         assert phrase in output, f"{phrase!r} not in:\n{output}"
 
 
+def make_tools(*options: str, arch: str = ARCH, cache=None):
+    """The sample's own Toolchain for a --compile-only run for `arch`, as main() makes it."""
+    args = command_line.parse_args(["--compile-only", "--arch", arch, *options], "test", sample.DEFAULT_PLUGIN,
+                                   sample.PLUGIN_CONTRACT)  # fmt: skip
+    args.cache, args.emit = cache, None
+    run = run_record.Run("test", [])
+    return toolchain.Toolchain(args, None, run)
+
+
 def lto_build(plugin, cache=None, arch: str = ARCH):
-    """The sample's own LTO build of the library and `plugin` for `arch`, reported from the linked code."""
-    tools = toolchain.Toolchain(arch, cache)
-    library, _ = sample.compile_module(tools, sample.LIBRARY_SOURCE, sample.LIBRARY_NAME, "ltoir")
-    return sample.link_build("lto", tools, library, plugin, gpu=None), tools
+    """Step [2] of the sample for `plugin` alone, for `arch`: the LTO build, read from its code."""
+    tools = make_tools(arch=arch, cache=cache)
+    sample.lto_linking(tools, [plugin], gpu=None)
+    return tools.build("lto", plugin), tools
 
 
-__all__ = ["toolchain", "ARCH", "PLUGINS", "ROOT", "assert_clean_failure", "lto_build", "run_sample", "sample", "utils"]
+def cuda_plugin(path: Path):
+    """A CUDA C++ plug-in file as --plugin makes it."""
+    return command_line.plugin_of(path, path.read_text(), sample.PLUGIN_CONTRACT)
+
+
+__all__ = [
+    "ARCH", "EXAMPLES", "PLUGINS", "ROOT", "assert_clean_failure", "cuda_plugin", "lto_build", "make_tools",
+    "run_sample", "sample", "toolchain", "utils", "without_privileges",
+]  # fmt: skip

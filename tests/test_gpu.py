@@ -14,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import toolchain
-from helpers import PLUGINS, assert_clean_failure, run_sample, sample, utils
+import verification
+from helpers import EXAMPLES, PLUGINS, assert_clean_failure, make_tools, run_sample, sample, utils
 
 pytestmark = pytest.mark.gpu
 
@@ -61,10 +61,9 @@ def lto_kernel():
 
     device = utils.list_devices()[0]
     device.set_current()
-    tools = toolchain.Toolchain(f"sm_{device.arch}")
-    library, _ = sample.compile_module(tools, sample.LIBRARY_SOURCE, sample.LIBRARY_NAME, "ltoir")
-    plugin, _ = sample.compile_module(tools, sample.DEFAULT_PLUGIN.translation_unit(), "plugin.cu", "ltoir")
-    linked, _, _ = sample.link_modules(tools, [library, plugin], lto=True)
+    tools = make_tools(arch=f"sm_{device.arch}")
+    sample.lto_linking(tools, [sample.DEFAULT_PLUGIN], gpu=None)
+    linked = tools.build("lto", sample.DEFAULT_PLUGIN).code
     stream = device.create_stream()
     with cp.cuda.Stream.from_external(stream) as cupy_stream:
         yield linked.get_kernel("apply_transform"), stream, cupy_stream
@@ -81,10 +80,10 @@ def default_expected(d_in):
 
 
 def launch_and_check(kernel, stream, cupy_stream, d_in, d_out, grid):
-    utils.poison(d_out, stream)
+    verification.poison(d_out, stream)
     sample.launch_transform(kernel, stream, d_in, d_out, grid)
     stream.sync()
-    return utils.verify(d_out, default_expected(d_in), cupy_stream, "reference")
+    return verification.verify(d_out, default_expected(d_in), cupy_stream, "reference")
 
 
 @pytest.mark.parametrize("offsets", [(1, 1), (3, 3), (1, 2), (0, 3)])
@@ -98,12 +97,12 @@ def test_views_not_aligned_to_16_bytes_are_correct(lto_kernel, offsets, elements
     d_out_base = cp.empty(elements + out_offset, dtype=cp.float32)
     d_in, d_out = d_in_base[in_offset:], d_out_base[out_offset:]
     assert d_in.data.ptr % 16 != 0 or d_out.data.ptr % 16 != 0
-    utils.poison(d_out_base, stream)
+    verification.poison(d_out_base, stream)
     check = launch_and_check(kernel, stream, cupy_stream, d_in, d_out, sample.grid_size(elements, 2**31 - 1))
     assert check.ok, check.describe()
     # The elements in front of the output view are not the kernel's: they stay poisoned.
     before = cp.asnumpy(d_out_base[:out_offset]).view(np.uint32)
-    assert (before == utils.POISON_BITS).all()
+    assert (before == verification.POISON_BITS).all()
 
 
 @pytest.mark.parametrize("grid", [1, 3, 7])
@@ -124,10 +123,10 @@ def test_an_unwritten_element_fails_verification(lto_kernel):
     d_in = cp.asarray(utils.standard_normal_float32(4096, seed=3))
     d_out = cp.empty_like(d_in)
     # Launch over a view that stops 5 elements short: those stay poisoned.
-    utils.poison(d_out, stream)
+    verification.poison(d_out, stream)
     sample.launch_transform(kernel, stream, d_in[:-5], d_out[:-5], 4)
     stream.sync()
-    check = utils.verify(d_out, default_expected(d_in), cupy_stream, "reference")
+    check = verification.verify(d_out, default_expected(d_in), cupy_stream, "reference")
     assert (check.bad, check.unwritten, check.first_bad) == (5, 5, 4091)
 
 
@@ -137,9 +136,9 @@ def test_cross_check_catches_a_mismatch_between_two_results(lto_kernel):
     _, _, cupy_stream = lto_kernel
     first = cp.asarray(utils.standard_normal_float32(10_000, seed=4))
     second = first.copy()
-    assert utils.verify(second, first, cupy_stream, "cross-check").ok
+    assert verification.verify(second, first, cupy_stream, "cross-check").ok
     second[1234] += 1.0
-    check = utils.verify(second, first, cupy_stream, "cross-check")
+    check = verification.verify(second, first, cupy_stream, "cross-check")
     assert (check.bad, check.first_bad) == (1, 1234) and check.max_error == pytest.approx(1.0, rel=1e-3)
 
 
@@ -147,7 +146,7 @@ def test_a_custom_plugin_runs_end_to_end_with_a_cross_check():
     result = run_sample("--plugin", str(PLUGINS / "math_constant_template.cu"))
     assert result.returncode == 0, result.stdout + result.stderr
     out = result.stdout
-    assert "math_constant_template.cu has no NumPy reference" in out
+    assert "  [ptx] launched; math_constant_template.cu has no reference: step [2] checks it" in out
     assert "  [lto] result cross-checked against the ptx build: they match" in out
     assert "  [swap] result verified against NumPy reference" in out
     assert "(cross-checked: no NumPy reference for math_constant_template.cu). Done" in out
@@ -185,6 +184,8 @@ def test_json_records_device_builds_and_verification(tmp_path):
         assert build["verification"]["ok"] is True and build["verification"]["checked"] == 1000
     assert record["builds"][1]["user_transform_inlined"] is True
     assert record["builds"][0]["user_transform_inlined"] is False
+    # The library calls user_transform for the 4 lanes of a vector, the head, the tail and the scalar loop.
+    assert record["builds"][0]["user_transform_calls_left"] == 7
 
 
 def test_a_device_index_past_the_last_lists_the_devices():
@@ -251,7 +252,7 @@ def test_the_wall_time_line_adds_up_to_the_time_since_start():
 
 def test_a_multi_plugin_benchmark_verifies_every_build_with_one_json_row_per_plugin_and_build(tmp_path):
     path = tmp_path / "bench.json"
-    plugins = [PLUGINS.parent.parent / "plugins" / name for name in ("default.cu", "polynomial.cu")]
+    plugins = [EXAMPLES / name for name in ("default.cu", "polynomial.cu")]
     args = ["--elements", str(2**22), "--benchmark", "--json", str(path)]
     result = run_sample(*args, "--plugin", str(plugins[0]), "--plugin", str(plugins[1]))
     assert result.returncode == 0, result.stdout + result.stderr
@@ -267,13 +268,53 @@ def test_a_multi_plugin_benchmark_verifies_every_build_with_one_json_row_per_plu
     assert "LTO speed-up" in result.stdout
 
 
-@pytest.mark.skipif(
-    __import__("python_plugins").numba_problem() is not None, reason="Python plug-ins need a working numba-cuda"
-)
-def test_a_python_plugin_verifies_against_its_cpu_compiled_reference_in_both_steps():
-    result = run_sample("--plugin", str(PLUGINS.parent.parent / "plugins" / "default.py"))
+HELPERS_PLUGIN = """
+import math
+from numpy import float32
+
+from scales import SCALE
+
+
+def softplus(x):
+    if x > float32(20.0):
+        return x
+    return float32(math.log1p(math.exp(x)))
+
+
+def user_transform(x):
+    return softplus(x) * SCALE
+"""
+
+
+@pytest.mark.numba
+def test_a_python_plugin_with_helpers_and_a_sibling_module_verifies_in_both_steps(tmp_path):
+    (tmp_path / "scales.py").write_text("from numpy import float32\n\nSCALE = float32(0.5)\n")
+    (tmp_path / "softplus.py").write_text(HELPERS_PLUGIN)
+    result = run_sample("--plugin", str(tmp_path))
     assert result.returncode == 0, result.stdout + result.stderr
     for label in ("ptx", "lto"):
         line = f"  [{label}] result verified against the same Python function compiled for the CPU (numba.vectorize)"
         assert line in result.stdout
+    assert "[lto] compile" in result.stdout and "user_transform inlined (0 calls left)" in result.stdout
     assert "Both PTX and LTO linked kernels produced matching results. Done" in result.stdout
+
+
+def test_a_library_shipped_as_sm_75_lto_ir_verifies_on_this_gpu(tmp_path):
+    emit = tmp_path / "sm_75"
+    assert run_sample("--compile-only", "--arch", "sm_75", "--emit", str(emit)).returncode == 0
+    result = run_sample("--library", str(emit / "library.ltoir"), "--elements", "100003")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "  [lto] result verified against NumPy reference" in result.stdout
+    assert "  [swap] result verified against NumPy reference" in result.stdout
+    assert f"library.cu not compiled in this run: its LTO-IR is {emit / 'library.ltoir'}" in result.stdout
+
+
+def test_a_warm_cached_run_links_nothing_and_verifies(tmp_path):
+    cache = tmp_path / "cache"
+    assert run_sample("--cache-dir", str(cache)).returncode == 0
+    path = tmp_path / "warm.json"
+    result = run_sample("--cache-dir", str(cache), "--json", str(path))
+    assert result.returncode == 0, result.stdout + result.stderr
+    builds = json.loads(path.read_text())["builds"]
+    assert all(b["link_cache"] == "hit" for b in builds) and all(c["cache"] == "hit" for b in builds for c in b["compiles"])
+    assert all(b["verification"]["ok"] for b in builds)

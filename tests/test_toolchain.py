@@ -9,7 +9,7 @@ import argparse
 import command_line
 import pytest
 import toolchain
-from helpers import sample
+from helpers import utils
 
 
 def test_tool_messages_lose_nul_and_control_bytes_but_keep_lines():
@@ -17,42 +17,50 @@ def test_tool_messages_lose_nul_and_control_bytes_but_keep_lines():
 
 
 def test_a_compile_error_keeps_only_the_log_and_names_the_file():
-    error = toolchain.compile_error(RuntimeError("NVRTC_ERROR, compilation log:\n\nx.cu(2): error: bad\x00"), "x.cu")
+    error = toolchain.compile_error("NVRTC_ERROR, compilation log:\n\nx.cu(2): error: bad", "x.cu")
     assert str(error) == "NVRTC could not compile x.cu:\nx.cu(2): error: bad" and error.exit_code == 1
 
 
 def test_a_link_error_names_the_missing_symbol():
-    error = toolchain.link_error(RuntimeError("ERROR 4: Unresolved extern function 'user_transform'\x00"), None)
+    error = toolchain.link_error("ERROR 4\nnvJitLink error log: Unresolved extern function 'user_transform'", "p.cu")
     assert "'user_transform' is not defined" in str(error) and "nvJitLink log:" in str(error)
+
+
+def test_an_architecture_mismatch_says_what_a_library_ships():
+    text = "ERROR_ARCH_MISMATCH (13)\nnvJitLink error log: ERROR NVVM_ERROR in LTOIR arch newer than target arch"
+    error = toolchain.link_error(text, "default_plugin.cu")
+    assert "built for a newer architecture than this target" in str(error)
+    assert "oldest GPU it supports" in str(error) and "LTOIR arch newer than target arch" in str(error)
 
 
 def test_libraries_that_cannot_be_loaded_are_an_install_problem(monkeypatch):
     def missing():
         raise RuntimeError("libnvJitLink.so.13: cannot open shared object file")
 
-    monkeypatch.setattr(toolchain, "_nvjitlink_version", missing)
-    with pytest.raises(sample.utils.SampleError, match="the nvJitLink library could not be loaded .* HINT"):
+    monkeypatch.setattr(toolchain.nvjitlink, "version", missing)
+    with pytest.raises(utils.SampleError, match="the nvJitLink library could not be loaded .* HINT"):
         toolchain.check_libraries("HINT")
 
 
-def test_headers_come_from_the_wheels_and_the_plugin_folder(tmp_path):
-    options = toolchain.header_options(extra_folder=tmp_path)
-    assert options["include_path"][0] == str(tmp_path)
-    assert options.get("use_bundled_headers") or len(options["include_path"]) > 1
+def test_cuda_headers_come_from_the_wheels():
+    options = toolchain.cuda_headers()
+    assert options.get("use_bundled_headers") or options["include_path"]
 
 
-def test_architecture_checks_shape_and_support():
-    parse = command_line.architecture(lambda: [80, 90])
-    assert parse("sm_90") == "sm_90"
+def test_architecture_checks_shape_and_support(monkeypatch):
+    assert command_line.architecture("sm_90") == "sm_90"
+    monkeypatch.setattr(toolchain, "supported_architectures", lambda: [80, 90])
     for text, phrase in (("sm_90a", "must look like"), ("compute_90", "must look like"), ("sm_100", "not supported")):
         with pytest.raises(argparse.ArgumentTypeError, match=phrase):
-            parse(text)
-    assert command_line.architecture(lambda: None)("sm_100") == "sm_100"  # NVRTC missing: reported later
+            command_line.architecture(text)
+    monkeypatch.setattr(toolchain, "supported_architectures", lambda: None)
+    assert command_line.architecture("sm_100") == "sm_100"  # NVRTC missing: reported later
 
 
-def test_whole_numbers_and_directories():
+def test_whole_numbers_and_paths():
     assert command_line.whole_number(1, "x")("42") == 42
     with pytest.raises(argparse.ArgumentTypeError, match="at least 1"):
         command_line.whole_number(1, "x")("0")
-    with pytest.raises(argparse.ArgumentTypeError, match="must name a directory"):
-        command_line.directory(" ")
+    with pytest.raises(argparse.ArgumentTypeError, match="must name a path"):
+        command_line.path_text(" ")
+    assert command_line.path_text("~/x") != "~/x"

@@ -4,12 +4,23 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import signal
+import subprocess
+import sys
+import time
 
 import pytest
-from helpers import ARCH, PLUGINS, ROOT, assert_clean_failure, run_sample, sample, utils
+from pathlib import Path
+
+from helpers import ARCH, PLUGINS, ROOT, assert_clean_failure, run_sample, sample, utils, without_privileges
+
+
+def parse(*argv: str):
+    return sample.command_line.parse_args(list(argv), "test", sample.DEFAULT_PLUGIN, sample.PLUGIN_CONTRACT)
 
 
 @pytest.mark.parametrize(
@@ -53,13 +64,13 @@ def test_missing_plugin_file_is_reported_before_compiling(tmp_path):
 
 
 def test_a_plugin_folder_without_plugins_is_reported(tmp_path):
-    assert_clean_failure(run_sample("--plugin", str(tmp_path)), 2, "the folder holds no .cu or .py plug-in")
+    assert_clean_failure(run_sample("--plugin", str(tmp_path)), 2, "the folder holds no .cu plug-in")
 
 
 def test_a_plugin_folder_stands_for_every_plugin_in_it_and_plugin_repeats(tmp_path):
     for name in ("b.cu", "a.cu", "notes.txt"):
         (tmp_path / name).write_text(sample.DEFAULT_PLUGIN_SOURCE)
-    args = sample.parse_args(["--plugin", str(tmp_path), "--plugin", str(PLUGINS / "typo.cu")])
+    args = parse("--plugin", str(tmp_path), "--plugin", str(PLUGINS / "typo.cu"))
     assert [p.name for p in args.plugins] == ["a.cu", "b.cu", "typo.cu"]
 
 
@@ -69,18 +80,32 @@ def test_a_bad_plugin_among_several_fails_before_compiling(tmp_path):
     assert "[1]" not in result.stdout
 
 
-def test_unreadable_plugin_is_reported(tmp_path, monkeypatch, capsys):
-    plugin = tmp_path / "secret.cu"
-    plugin.write_text("")
+@pytest.mark.parametrize("what", ["file", "folder", "folder above"])
+def test_a_plugin_the_user_may_not_read_is_one_message(tmp_path, what):
+    folder = tmp_path / "plugins"
+    folder.mkdir()
+    plugin = folder / "secret.cu"
+    plugin.write_text(sample.DEFAULT_PLUGIN_SOURCE)
+    given = {"file": plugin, "folder": folder, "folder above": plugin}[what]
+    locked = {"file": plugin, "folder": folder, "folder above": folder}[what]
+    locked.chmod(0)
+    try:
+        result = run_sample("--compile-only", "--arch", ARCH, "--plugin", str(given), prefix=without_privileges())
+    finally:
+        locked.chmod(0o755)
+    assert_clean_failure(result, 2, "Permission denied")
 
-    def refuse(*args, **kwargs):
-        raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(type(plugin), "open", refuse)
-    with pytest.raises(SystemExit) as stop:
-        sample.parse_args(["--plugin", str(plugin)])
-    assert stop.value.code == 2
-    assert "cannot be read (Permission denied)" in capsys.readouterr().err
+def test_an_empty_plugin_path_is_refused_not_taken_for_the_current_folder(tmp_path):
+    (tmp_path / "setup.py").write_text("open('ran', 'w').write('yes')\ndef user_transform(x):\n    return x\n")
+    result = run_sample("--compile-only", "--arch", ARCH, "--plugin", "", cwd=tmp_path)
+    assert_clean_failure(result, 2, "an empty path")
+    assert not (tmp_path / "ran").exists()
+
+
+@pytest.mark.parametrize("option", ["--json", "--emit", "--cache-dir", "--library"])
+def test_every_path_option_refuses_an_empty_path(option):
+    assert_clean_failure(run_sample("--compile-only", "--arch", ARCH, option, ""), 2, option, "empty")
 
 
 @pytest.mark.parametrize(
@@ -118,20 +143,70 @@ def test_json_naming_the_plugin_is_refused_and_the_plugin_left_alone(tmp_path):
     assert plugin.read_text() == sample.DEFAULT_PLUGIN_SOURCE
 
 
+@pytest.mark.parametrize("which", ["the script", "a Utilities file", "an included header", "the library file"])
+def test_json_naming_any_file_the_run_reads_is_refused_and_the_file_left_alone(tmp_path, which):
+    header = tmp_path / "scale.h"
+    header.write_text("#define SCALE 2.0f\n")
+    plugin = tmp_path / "mine.cu"
+    plugin.write_text('#include "scale.h"\nextern "C" __device__ float user_transform(float x) { return SCALE * x; }\n')
+    library = tmp_path / "library.ltoir"
+    library.write_bytes(sample.command_line.LTOIR_MAGIC + b"\0" * 64)
+    target = {"the script": ROOT / "jitLtoLinking.py", "a Utilities file": ROOT / "Utilities" / "toolchain.py",
+              "an included header": header, "the library file": library}[which]  # fmt: skip
+    before = target.read_bytes()
+    args = ["--compile-only", "--arch", ARCH, "--plugin", str(plugin), "--json", str(target)]
+    result = run_sample(*args, *(["--library", str(library)] if which == "the library file" else []))
+    assert_clean_failure(result, 2, "is an input of this run")
+    assert target.read_bytes() == before
+
+
+def test_json_refuses_to_replace_a_file_it_did_not_write(tmp_path):
+    notes = tmp_path / "notes.json"
+    notes.write_text('{"mine": true}\n')
+    result = run_sample("--compile-only", "--arch", ARCH, "--json", str(notes))
+    assert_clean_failure(result, 2, "is not a --json record of this sample")
+    assert notes.read_text() == '{"mine": true}\n'
+    again = tmp_path / "run.json"
+    for _ in range(2):  # a record of an earlier run is replaced
+        assert run_sample("--compile-only", "--arch", ARCH, "--json", str(again)).returncode == 0
+
+
+def test_a_json_write_that_fails_midway_leaves_the_earlier_record_whole(tmp_path):
+    import json
+    import resource
+
+    path = tmp_path / "run.json"
+    assert run_sample("--compile-only", "--arch", ARCH, "--json", str(path)).returncode == 0
+    before = path.read_text()
+
+    def small_files():  # every write past 2 KB fails (EFBIG), as on a full disk
+        resource.setrlimit(resource.RLIMIT_FSIZE, (2048, 2048))
+
+    result = subprocess.run([sys.executable, str(ROOT / "jitLtoLinking.py"), "--compile-only", "--arch", ARCH,
+                             "--json", str(path)], capture_output=True, text=True, preexec_fn=small_files)  # fmt: skip
+    assert_clean_failure(result, 2, f"--json {path}: cannot write there")
+    assert path.read_text() == before and json.loads(before)["exit_code"] == 0
+    assert [p.name for p in tmp_path.iterdir()] == ["run.json"], "no half-written file left beside it"
+
+
 def test_json_to_a_full_device_is_one_message():
     result = run_sample("--compile-only", "--arch", ARCH, "--json", "/dev/full")
     assert_clean_failure(result, 2, "--json /dev/full: cannot write there (No space left on device)")
 
 
-@pytest.mark.parametrize("extra", [["--benchmark"], ["--device", "1"]])
-def test_options_that_need_a_gpu_run_are_refused_with_compile_only(extra):
-    assert_clean_failure(run_sample("--compile-only", "--arch", ARCH, *extra), 2, "launches nothing")
+def test_benchmark_with_compile_only_names_those_two():
+    result = run_sample("--compile-only", "--benchmark")
+    assert_clean_failure(result, 2, "--benchmark times kernels on a GPU, and --compile-only launches nothing")
+    assert "--arch" not in result.stderr.splitlines()[-1]
+
+
+def test_device_with_compile_only_and_arch_names_device_and_arch():
+    result = run_sample("--compile-only", "--arch", ARCH, "--device", "1")
+    assert_clean_failure(result, 2, "--device 1 picks the GPU to build for, and --arch sm_90 names")
+    assert "--benchmark" not in result.stderr.splitlines()[-1]
 
 
 def test_a_closed_standard_output_ends_with_one_line_and_no_traceback():
-    import subprocess
-    import sys
-
     process = subprocess.Popen(
         [sys.executable, str(ROOT / "jitLtoLinking.py"), "--compile-only", "--arch", ARCH],
         stdout=subprocess.PIPE,
@@ -140,14 +215,10 @@ def test_a_closed_standard_output_ends_with_one_line_and_no_traceback():
     process.stdout.close()  # the reader is gone before the first line is written
     _, err = process.communicate(timeout=300)
     assert process.returncode == 1 and b"Traceback" not in err, err
-    assert b"standard output was closed" in err
+    assert b"standard output could not be written (it was closed)" in err
 
 
 def test_ctrl_c_ends_with_exit_130_one_line_and_the_json_says_so(tmp_path):
-    import signal
-    import subprocess
-    import sys
-
     path = tmp_path / "run.json"
     process = subprocess.Popen(
         [sys.executable, str(ROOT / "jitLtoLinking.py"), "--compile-only", "--arch", ARCH, "--json", str(path)],
@@ -164,13 +235,76 @@ def test_ctrl_c_ends_with_exit_130_one_line_and_the_json_says_so(tmp_path):
     assert json.loads(path.read_text())["exit_code"] == 130
 
 
+def started(process, library: str, timeout: float = 60) -> bool:
+    """Wait until the process has loaded a shared library whose path holds `library`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and process.poll() is None:
+        with contextlib.suppress(OSError):
+            if library in Path(f"/proc/{process.pid}/maps").read_text():
+                return True
+        time.sleep(0.002)
+    return False
+
+
+@pytest.mark.parametrize(
+    ("moment", "library", "extra"),
+    [
+        ("while the packages load", "_multiarray_umath", []),
+        ("while numba-cuda loads for the command line", "llvmlite", ["--plugin", str(ROOT / "plugins" / "default.py")]),
+    ],
+)
+def test_ctrl_c_while_the_sample_starts_still_writes_the_json(tmp_path, moment, library, extra):
+    if not Path("/proc/self/maps").exists():
+        pytest.skip("needs /proc to see what the process has loaded")
+    path = tmp_path / "run.json"
+    process = subprocess.Popen([sys.executable, str(ROOT / "jitLtoLinking.py"), "--compile-only", "--arch", ARCH,
+                                *extra, "--json", str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    if not started(process, library):
+        process.kill()
+        pytest.skip(f"{library} never loaded: numba-cuda is missing" if extra else f"{library} never loaded")
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=300)
+    assert process.returncode == 130, err
+    assert err.decode().strip().splitlines()[-1] == "jitLtoLinking.py: interrupted"
+    assert json.loads(path.read_text())["exit_code"] == 130
+
+
+def test_json_to_standard_output_when_it_is_closed_is_one_message():
+    process = subprocess.run([sys.executable, str(ROOT / "jitLtoLinking.py"), "--compile-only", "--arch", ARCH,
+                              "--json", "-"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                             preexec_fn=lambda: os.close(1))  # fmt: skip
+    assert process.returncode != 0 and "Traceback" not in process.stderr, process.stderr
+    assert "standard output" in process.stderr
+
+
+def test_standard_output_on_a_full_disk_is_one_message():
+    with open("/dev/full", "w") as full:
+        process = subprocess.run([sys.executable, str(ROOT / "jitLtoLinking.py"), "--compile-only", "--arch", ARCH],
+                                 stdout=full, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    assert process.returncode == 1 and "Traceback" not in process.stderr, process.stderr
+    assert "standard output could not be written (No space left on device)" in process.stderr
+
+
+def test_a_home_that_cannot_be_written_still_gives_help_and_builds(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir(mode=0o555)
+    env = {"HOME": str(home), "XDG_CACHE_HOME": "", "CUPY_CACHE_DIR": ""}
+    env = {k: v for k, v in {**os.environ, **env}.items() if v}
+    for args in (["--help"], ["--compile-only", "--arch", ARCH, "--plugin", str(ROOT / "plugins" / "half_precision.cu")]):
+        result = subprocess.run([*without_privileges(), sys.executable, str(ROOT / "jitLtoLinking.py"), *args],
+                                capture_output=True, text=True, env=env)  # fmt: skip
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "Traceback" not in result.stderr
+    assert "cannot be written, so CuPy's and NVRTC's caches are in" in result.stderr
+
+
 def test_nvrtc_that_cannot_be_loaded_gets_the_install_hint(monkeypatch, capsys):
     import toolchain
 
     def missing():
         raise RuntimeError('Failure finding "libnvrtc.so": not found')
 
-    monkeypatch.setattr(toolchain, "_nvrtc_version", missing)
+    monkeypatch.setattr(toolchain, "nvrtc_version", missing)
     code = sample.main(["--compile-only", "--arch", ARCH])
     err = capsys.readouterr().err
     assert code == 1 and "the NVRTC library could not be loaded" in err and "pip install -r" in err
@@ -211,21 +345,13 @@ def test_missing_utilities_folder_is_named_not_pip(tmp_path):
 def test_help_lists_every_option():
     result = run_sample("--help")
     assert result.returncode == 0
-    for option in (
-        "--elements",
-        "--device",
-        "--plugin",
-        "--benchmark",
-        "--json",
-        "--cache-dir",
-        "--compile-only",
-        "--arch",
-    ):
+    for option in ("--elements", "--device", "--plugin", "--benchmark", "--json", "--cache-dir", "--emit",
+                   "--library", "--compile-only", "--arch"):  # fmt: skip
         assert option in result.stdout
 
 
 def test_defaults_match_the_original_sample():
-    args = sample.parse_args([])
+    args = parse()
     assert (args.elements, args.device, args.plugin, args.benchmark) == (65536, 0, None, False)
     assert args.plugins == [sample.DEFAULT_PLUGIN]
 

@@ -13,12 +13,14 @@ import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "Utilities"))
 import cuda_samples_utils as utils
+import staging
+import verification
 
 RTOL = ATOL = 1e-5
 
 
 def poisoned(count: int) -> np.ndarray:
-    return np.full(count, utils.POISON_BITS, dtype=np.uint32).view(np.float32)
+    return np.full(count, verification.POISON_BITS, dtype=np.uint32).view(np.float32)
 
 
 def formula(x: np.ndarray) -> np.ndarray:
@@ -37,19 +39,19 @@ def reference_of(x: np.ndarray):
 
 
 def check(got, expected, chunk, method="reference"):
-    return utils.verify(got, expected, None, method, RTOL, ATOL, chunk=chunk)
+    return verification.verify(got, expected, None, method, RTOL, ATOL, chunk=chunk)
 
 
-def simple_verification(got: np.ndarray, want: np.ndarray, method: str) -> utils.Verification:
+def simple_verification(got: np.ndarray, want: np.ndarray, method: str) -> verification.Verification:
     """The rule in its most direct form (in float32, as before), over the whole array at once, on one thread."""
     with np.errstate(invalid="ignore"):
         error = np.abs(got - want)
-    unwritten = (got.view(np.uint32) == utils.POISON_BITS) | (want.view(np.uint32) == utils.POISON_BITS)
+    unwritten = (got.view(np.uint32) == verification.POISON_BITS) | (want.view(np.uint32) == verification.POISON_BITS)
     match = np.isnan(got) & np.isnan(want) & ~unwritten
     ok = ((error <= ATOL + RTOL * np.abs(want)) | match) & ~unwritten
     wrong = np.flatnonzero(~ok)
     finite = error[np.isfinite(error)]
-    return utils.Verification(
+    return verification.Verification(
         method,
         checked=got.size,
         bad=wrong.size,
@@ -67,7 +69,7 @@ def simple_verification(got: np.ndarray, want: np.ndarray, method: str) -> utils
 def test_compare_accepts_values_within_tolerance():
     want = np.array([1.0, 100.0, 0.0], dtype=np.float32)
     got = want + np.array([5e-6, 5e-4, 5e-6], dtype=np.float32)
-    result = utils.compare(got, want, 1e-5, 1e-5, "reference")
+    result = verification.compare(got, want, 1e-5, 1e-5, "reference")
     assert result.ok and result.bad == 0 and result.first_bad is None and 0 < result.max_error < 1e-3
 
 
@@ -75,7 +77,7 @@ def test_compare_reports_count_first_index_and_largest_error():
     want = np.zeros(10, dtype=np.float32)
     got = want.copy()
     got[[3, 7]] = [0.5, -2.0]
-    result = utils.compare(got, want, 1e-5, 1e-5, "reference")
+    result = verification.compare(got, want, 1e-5, 1e-5, "reference")
     assert (result.bad, result.first_bad, result.max_error) == (2, 3, 2.0)
     assert "2 of 10 elements wrong, first at index 3, largest error 2" in result.describe()
 
@@ -84,48 +86,48 @@ def test_compare_counts_poisoned_elements_as_unwritten_and_wrong():
     want = np.ones(6, dtype=np.float32)
     got = want.copy()
     got[4:] = poisoned(2)
-    result = utils.compare(got, want, 1e-5, 1e-5, "reference")
+    result = verification.compare(got, want, 1e-5, 1e-5, "reference")
     assert (result.bad, result.unwritten, result.first_bad) == (2, 2, 4)
     assert "never written" in result.describe()
 
 
 def test_cross_check_treats_nan_in_both_as_a_match_but_never_poison():
     a = np.array([np.nan, 1.0, 2.0], dtype=np.float32)
-    assert utils.compare(a, a.copy(), 1e-5, 1e-5, "cross-check").ok
+    assert verification.compare(a, a.copy(), 1e-5, 1e-5, "cross-check").ok
     both_poisoned = poisoned(3)
-    result = utils.compare(both_poisoned, both_poisoned.copy(), 1e-5, 1e-5, "cross-check")
+    result = verification.compare(both_poisoned, both_poisoned.copy(), 1e-5, 1e-5, "cross-check")
     assert result.bad == 3 and result.unwritten == 3
     one_nan = np.array([np.nan, 1.0, 2.0], dtype=np.float32)
-    assert utils.compare(one_nan, np.array([0.0, 1.0, 2.0], dtype=np.float32), 1e-5, 1e-5, "cross-check").bad == 1
+    assert verification.compare(one_nan, np.array([0.0, 1.0, 2.0], dtype=np.float32), 1e-5, 1e-5, "cross-check").bad == 1
 
 
 def test_compare_takes_the_short_way_only_when_no_error_exceeds_atol():
     want = np.array([0.0, 1.0, 1000.0], dtype=np.float32)
     small = want + np.array([1e-5, -5e-6, 0.0], dtype=np.float32)  # no error over atol: all pass at once
-    result = utils.compare(small, want, 1e-5, 1e-5, "reference")
+    result = verification.compare(small, want, 1e-5, 1e-5, "reference")
     assert result.ok and result.max_error == pytest.approx(1e-5, rel=1e-3)
     large = want + np.array([0.0, 0.0, 5e-3], dtype=np.float32)  # over atol, within atol + rtol * 1000
-    assert utils.compare(large, want, 1e-5, 1e-5, "reference").ok
+    assert verification.compare(large, want, 1e-5, 1e-5, "reference").ok
     too_large = want + np.array([0.0, 2.5e-5, 0.0], dtype=np.float32)  # over atol + rtol * 1
-    result = utils.compare(too_large, want, 1e-5, 1e-5, "reference")
+    result = verification.compare(too_large, want, 1e-5, 1e-5, "reference")
     assert (result.bad, result.first_bad) == (1, 1)
 
 
 def test_compare_skips_infinite_errors_in_the_largest_error():
     want = np.array([np.inf, 1.0, 2.0], dtype=np.float32)
     got = np.array([1.0, 1.5, 2.0], dtype=np.float32)
-    result = utils.compare(got, want, 1e-5, 1e-5, "reference")
+    result = verification.compare(got, want, 1e-5, 1e-5, "reference")
     assert result.max_error == 0.5 and result.bad == 1 and result.first_bad == 1
 
 
 def test_compare_reuses_a_larger_workspace_and_leaves_its_inputs_alone():
-    work = utils.Workspace(100)
+    work = verification.Workspace(100)
     want = np.arange(10, dtype=np.float32)
     got = want.copy()
     got[9] = 0.0
     before = got.copy(), want.copy()
     for _ in range(2):
-        result = utils.compare(got, want, 1e-5, 1e-5, "reference", work)
+        result = verification.compare(got, want, 1e-5, 1e-5, "reference", work)
         assert (result.checked, result.bad, result.first_bad, result.max_error) == (10, 1, 9, 9.0)
     np.testing.assert_array_equal(got, before[0])
     np.testing.assert_array_equal(want, before[1])
@@ -135,22 +137,22 @@ def test_compare_reuses_a_larger_workspace_and_leaves_its_inputs_alone():
 
 
 def test_merging_chunks_keeps_the_global_first_index():
-    total = utils.Verification("reference")
-    total.merge(0, utils.Verification("reference", checked=100))
-    total.merge(100, utils.Verification("reference", checked=100, bad=2, first_bad=5, max_error=3.0))
-    total.merge(200, utils.Verification("reference", checked=100, bad=1, first_bad=0, max_error=1.0))
+    total = verification.Verification("reference")
+    total.merge(0, verification.Verification("reference", checked=100))
+    total.merge(100, verification.Verification("reference", checked=100, bad=2, first_bad=5, max_error=3.0))
+    total.merge(200, verification.Verification("reference", checked=100, bad=1, first_bad=0, max_error=1.0))
     assert (total.checked, total.bad, total.first_bad, total.max_error) == (300, 3, 105, 3.0)
     assert not total.ok
 
 
 def test_nothing_checked_is_never_a_pass():
-    assert not utils.Verification("reference").ok
+    assert not verification.Verification("reference").ok
 
 
 def test_describe_and_as_dict_keep_their_text_and_keys():
-    good = utils.Verification("reference", checked=1234, max_error=2.5e-7)
+    good = verification.Verification("reference", checked=1234, max_error=2.5e-7)
     assert good.describe() == "1,234 elements checked, largest error 2.5e-07"
-    bad = utils.Verification("cross-check", checked=10, bad=2, unwritten=1, first_bad=3, max_error=0.5)
+    bad = verification.Verification("cross-check", checked=10, bad=2, unwritten=1, first_bad=3, max_error=0.5)
     assert bad.describe() == "2 of 10 elements wrong, first at index 3, largest error 0.5 (1 never written)"
     keys = ["method", "checked", "bad", "unwritten", "first_bad", "max_error", "rtol", "atol", "ok"]
     assert list(bad.as_dict()) == keys
@@ -257,7 +259,7 @@ def test_the_parallel_result_equals_a_simple_single_threaded_one(monkeypatch, me
     assert 0.1 < result.max_error < 2.0
 
 
-class LateCopies(utils._HostCopies):
+class LateCopies(staging.HostCopies):
     """Copies that happen as late as a GPU may do them: only when their event is waited on.
 
     Reading the source then, not when the copy was queued, catches a host
@@ -287,7 +289,7 @@ class LateCopies(utils._HostCopies):
 
 
 def test_chunks_are_compared_only_once_their_copy_has_landed(monkeypatch):
-    monkeypatch.setattr(utils, "_copies_for", lambda array, stream: LateCopies())
+    monkeypatch.setattr(verification, "copies_for", lambda array, stream: LateCopies())
     x = utils.standard_normal_float32(7 * CHUNK + 5, seed=12)
     got = formula(x)
     got[6 * CHUNK + 2] = 9.0
@@ -300,15 +302,15 @@ def test_chunks_are_compared_only_once_their_copy_has_landed(monkeypatch):
 def test_host_buffers_do_not_grow_with_the_array(monkeypatch, method, buffers_per_chunk):
     made = []
 
-    class CountingCopies(utils._HostCopies):
+    class CountingCopies(staging.HostCopies):
         def buffer(self, count, dtype=np.float32):
             made.append(count)
             return super().buffer(count, dtype)
 
-    monkeypatch.setattr(utils, "_copies_for", lambda array, stream: CountingCopies())
+    monkeypatch.setattr(verification, "copies_for", lambda array, stream: CountingCopies())
     x = utils.standard_normal_float32(40 * CHUNK, seed=13)
     assert check(formula(x), reference_of(x) if method == "reference" else formula(x), CHUNK, method).ok
-    assert made == [CHUNK] * utils.STAGING_BUFFERS * buffers_per_chunk
+    assert made == [CHUNK] * verification.STAGING_BUFFERS * buffers_per_chunk
 
 
 # --- kept_reference() ----------------------------------------------------------
@@ -327,10 +329,10 @@ class CountingReference:
 
 
 def test_a_kept_reference_is_computed_once_for_several_builds(monkeypatch):
-    monkeypatch.setattr(utils, "CHUNK_ELEMENTS", CHUNK)
+    monkeypatch.setattr(verification, "CHUNK_ELEMENTS", CHUNK)
     x = utils.standard_normal_float32(5 * CHUNK + 3, seed=14)
     reference = CountingReference()
-    expected = utils.kept_reference(reference, x, budget_bytes=4 * x.size)
+    expected = verification.kept_reference(reference, x, budget_bytes=4 * x.size)
     calls = reference.calls
     assert reference.elements == x.size and calls > 1  # every element once, in pieces on the pool
     good = formula(x)
@@ -342,10 +344,10 @@ def test_a_kept_reference_is_computed_once_for_several_builds(monkeypatch):
 
 
 def test_a_reference_over_the_budget_is_computed_on_demand(monkeypatch):
-    monkeypatch.setattr(utils, "CHUNK_ELEMENTS", CHUNK)
+    monkeypatch.setattr(verification, "CHUNK_ELEMENTS", CHUNK)
     x = utils.standard_normal_float32(5 * CHUNK + 3, seed=15)
     reference = CountingReference()
-    expected = utils.kept_reference(reference, x, budget_bytes=4 * x.size - 1)
+    expected = verification.kept_reference(reference, x, budget_bytes=4 * x.size - 1)
     assert reference.calls == 0
     good = formula(x)
     assert check(good, expected, CHUNK).ok
@@ -356,7 +358,7 @@ def test_a_reference_over_the_budget_is_computed_on_demand(monkeypatch):
 
 def test_a_kept_reference_comes_from_the_input_not_from_a_result():
     x = utils.standard_normal_float32(3 * CHUNK, seed=16)
-    expected = utils.kept_reference(formula, x, budget_bytes=2**30)
+    expected = verification.kept_reference(formula, x, budget_bytes=2**30)
     out = np.empty(CHUNK, dtype=np.float32)
     expected(CHUNK, 2 * CHUNK, out)
     np.testing.assert_array_equal(out, formula(x[CHUNK : 2 * CHUNK]))
@@ -369,13 +371,13 @@ def test_a_kept_reference_comes_from_the_input_not_from_a_result():
 def test_upload_copies_every_element(size):
     host = utils.standard_normal_float32(size, seed=17)
     device = np.full(size, np.nan, dtype=np.float32)
-    utils.upload(host, device, None, chunk=CHUNK)
+    staging.upload(host, device, None, chunk=CHUNK)
     np.testing.assert_array_equal(device, host)
 
 
 def test_upload_refills_a_buffer_only_once_its_transfer_is_over(monkeypatch):
-    monkeypatch.setattr(utils, "_copies_for", lambda array, stream: LateCopies())
+    monkeypatch.setattr(staging, "copies_for", lambda array, stream: LateCopies())
     host = utils.standard_normal_float32(9 * CHUNK + 7, seed=18)
     device = np.full(host.size, np.nan, dtype=np.float32)
-    utils.upload(host, device, None, chunk=CHUNK)
+    staging.upload(host, device, None, chunk=CHUNK)
     np.testing.assert_array_equal(device, host)
