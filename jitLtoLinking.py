@@ -160,8 +160,9 @@ def ptx_linking(tools, plugins: list[Plugin], gpu) -> None:
             program = Program(plugin.source, "c++", user.options)
             user.code = user.ready or program.compile("ptx", logs=user.log)  # log: NVRTC's warnings
         # nvJitLink turns each PTX module into machine code (ptxas), then links
-        # them: user_transform stays a function that the kernel calls.
-        link_options = LinkerOptions(arch=arch)
+        # them: user_transform stays a function that the kernel calls. no_cache:
+        # nvJitLink does not reuse an earlier run's work, so the link time is this run's.
+        link_options = LinkerOptions(arch=arch, no_cache=True)
         with tools.linking("ptx", plugin, link_options, library.code, user.code) as build:
             build.code = build.ready or Linker(*build.inputs, options=link_options).link("cubin")
         build.kernel = build.code.get_kernel("apply_transform") if gpu else None
@@ -185,7 +186,7 @@ def lto_linking(tools, plugins: list[Plugin], gpu):
         with tools.compiling(plugin, options, "ltoir") as user:
             program = Program(plugin.source, "c++", user.options)
             user.code = user.ready or program.compile("ltoir", logs=user.log)
-        link_options = LinkerOptions(arch=arch, link_time_optimization=True)
+        link_options = LinkerOptions(arch=arch, link_time_optimization=True, no_cache=True)
         with tools.linking("lto", plugin, link_options, library.code, user.code) as build:
             build.code = build.ready or Linker(*build.inputs, options=link_options).link("cubin")
         build.kernel = build.code.get_kernel("apply_transform") if gpu else None
@@ -200,7 +201,7 @@ def plugin_swap(tools, library_ltoir, gpu) -> None:
     options = ProgramOptions(arch=arch, relocatable_device_code=True, link_time_optimization=True)
     with tools.compiling(SWAP_PLUGIN, options, "ltoir") as swap:
         swap.code = swap.ready or Program(SWAP_PLUGIN.source, "c++", options).compile("ltoir")
-    link_options = LinkerOptions(arch=arch, link_time_optimization=True)
+    link_options = LinkerOptions(arch=arch, link_time_optimization=True, no_cache=True)
     with tools.linking("swap", SWAP_PLUGIN, link_options, library_ltoir, swap.code) as build:
         build.code = build.ready or Linker(*build.inputs, options=link_options).link("cubin")
     build.kernel = build.code.get_kernel("apply_transform") if gpu else None
@@ -273,8 +274,7 @@ def check(tools, build: Build, plugin: Plugin, gpu, ptx: Build | None = None, no
 def main(argv=None) -> int:
     """Link each plug-in into the library without and with LTO, launch, verify; the exit code."""
     with run_record.Run(PROG, argv) as run:  # a failure inside: one message and its exit code
-        args = command_line.parse_args(argv, PROG, DEFAULT_PLUGIN, PLUGIN_CONTRACT)
-        command_line.check_paths(args, run, sample_files=[Path(__file__), *HERE.glob("Utilities/*")])
+        args = command_line.read(argv, run, DEFAULT_PLUGIN, PLUGIN_CONTRACT)  # checked, paths too
         gpu = None if args.compile_only else run.enter(gpu_session.open_gpu(args, run))
         tools = toolchain.Toolchain(args, gpu, run)
 
@@ -320,7 +320,7 @@ def whole_program(tools, plugin: Plugin, gpu) -> Build:
 def half_lto(tools, plugin: Plugin, library_ptx, plugin_ltoir, gpu) -> Build:
     """The trap: the library as PTX and only the plug-in as LTO-IR. It links, and inlines
     nothing, because nvJitLink optimizes across the LTO-IR inputs and only those."""
-    link_options = LinkerOptions(arch=tools.arch, link_time_optimization=True)
+    link_options = LinkerOptions(arch=tools.arch, link_time_optimization=True, no_cache=True)
     with tools.linking("half-LTO", plugin, link_options, library_ptx, plugin_ltoir) as build:
         build.code = build.ready or Linker(*build.inputs, options=link_options).link("cubin")
     build.kernel = build.code.get_kernel("apply_transform") if gpu else None

@@ -26,6 +26,18 @@ LIBRARY_LIMIT = 64 << 20  # bytes: a library fragment is kilobytes to a few mega
 LTOIR_MAGIC = b"\xedCN\x7f"  # how NVVM's LTO-IR containers begin
 
 
+SAMPLE_FOLDER = Path(__file__).resolve().parent.parent
+
+
+def read(argv, run, default_plugin: Plugin, contract: str) -> argparse.Namespace:
+    """The command line, read and checked (every path it names too), timed as one phase."""
+    with run.clock.phase("command line"):
+        args = parse_args(argv, run.prog, default_plugin, contract)
+        sample_files = [*SAMPLE_FOLDER.glob("*.py"), *SAMPLE_FOLDER.joinpath("Utilities").glob("*")]
+        check_paths(args, run, sample_files)
+    return args
+
+
 def parse_args(argv, prog: str, default_plugin: Plugin, contract: str) -> argparse.Namespace:
     """Read and check the command line; argparse exits with 2 on a usage error."""
     parser = argparse.ArgumentParser(

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import json
 import os
 import sys
@@ -223,6 +224,8 @@ class Run:
                 error = failed
         handled = self.explain(error)
         sys.stdout = self._stdout
+        if error is not None:  # a failure's traceback holds the failed step's objects (a Program, a
+            gc.collect()  # Linker) in a reference cycle: free them now, not at interpreter exit
         self.record.update(builds=[build.summary() for build in self.builds], exit_code=self.exit_code)
         self.record["timings_s"] = {**self.clock.seconds, "total": self.clock.total()}
         try:

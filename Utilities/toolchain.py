@@ -78,8 +78,10 @@ class Toolchain:
     Made after NVRTC and nvJitLink are checked, their versions recorded, the architecture chosen."""
 
     def __init__(self, args, gpu, run):
-        check_libraries(run.install_hint)
-        run.record["versions"] = versions()
+        with run.clock.phase("tools"):  # loading NVRTC and nvJitLink, the first time in a process
+            check_libraries(run.install_hint)
+            run.record["versions"] = versions()
+            self.skips_ptx = driver_version() is None
         self.arch = run.record["arch"] = f"sm_{gpu.device.arch}" if gpu else compile_only_arch(args)
         self.run, self.clock = run, run.clock
         self.cache, self.emit = args.cache, args.emit
@@ -89,7 +91,6 @@ class Toolchain:
         self.compiles: list[dict] = []  # every compile of the run, in order
         self.attached = 0  # compiles[:attached] belong to a build already
         self.notes: set = set()
-        self.skips_ptx = driver_version() is None
         self.shipped_library, self.shipped_from = None, args.library
         if (
             args.library_ltoir
