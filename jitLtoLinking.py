@@ -271,9 +271,10 @@ def check(tools, build: Build, plugin: Plugin, gpu, ptx: Build | None = None, no
 # ==== main: the whole run in a screenful ======================================
 
 
-def main(argv=None) -> int:
-    """Link each plug-in into the library without and with LTO, launch, verify; the exit code."""
-    with run_record.Run(PROG, argv) as run:  # a failure inside: one message and its exit code
+def main(argv=None, leaving: bool = False) -> int:
+    """Link each plug-in into the library without and with LTO, launch, verify; the exit code.
+    leaving: the process ends after this run, so the GPU's context is given back too."""
+    with run_record.Run(PROG, argv, leaving) as run:  # a failure inside: one message, its exit code
         args = command_line.read(argv, run, DEFAULT_PLUGIN, PLUGIN_CONTRACT)  # checked, paths too
         gpu = None if args.compile_only else run.enter(gpu_session.open_gpu(args, run))
         tools = toolchain.Toolchain(args, gpu, run)
@@ -351,4 +352,6 @@ def benchmark(tools, plugins: list[Plugin], gpu) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Everything the run held is given back, and every file written, before its last line:
+    # the process ends there, not after Python has torn down each module it loaded.
+    run_record.exit_now(main(leaving=True))

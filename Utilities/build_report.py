@@ -30,15 +30,11 @@ KERNEL, CALLEE = "apply_transform", "user_transform"
 class Build:
     """One linked kernel, and what was measured and read off its code."""
 
-    label: str  # "ptx", "lto", "swap", "whole program", "half-LTO" (and the plug-in's name, with several)
+    label: str  # "ptx", "lto", "swap", "whole program", "half-LTO" (+ the plug-in, with several)
     code: object = None  # the linked cuda.core ObjectCode (a cubin)
     plugin: str = ""  # the plug-in's file name
-    inputs: list = field(
-        default_factory=list
-    )  # the ObjectCodes linked: the library's, the plug-in's
-    compiles: list[dict] = field(
-        default_factory=list
-    )  # the compiles made for this build, each counted once
+    inputs: list = field(default_factory=list)  # the ObjectCodes linked: the library's, the plug-in's
+    compiles: list[dict] = field(default_factory=list)  # those made for this build, each counted once
     ready: object = None  # the cubin --cache-dir kept from an earlier run: nothing to link
     link_ms: float | None = None
     link_cache: dict | None = None  # hit or miss, with --cache-dir
@@ -101,7 +97,7 @@ class CubinFacts:
 
     @staticmethod
     def names(symbol: str, function: str) -> bool:
-        """Whether `symbol` is `function` or a copy LTO made of it for one caller ($caller$function)."""
+        """Whether `symbol` is `function`, or LTO's copy of it for one caller ($caller$function)."""
         return symbol == function or symbol.endswith(f"${function}")
 
     def has_function(self, function: str) -> bool:
@@ -165,7 +161,7 @@ def _register_counts(data: bytes, symbols: list) -> dict[str, int]:
 
 
 def read_report(build: Build) -> None:
-    """Fill in registers and call/inline facts from the built code (and build.kernel, loaded on a GPU run)."""
+    """Fill in registers and call/inline facts from the built code (and build.kernel, on a GPU)."""
     facts = read_cubin(build.cubin)
     build.cubin_bytes = len(build.cubin)
     build.inlined = not facts.has_function(CALLEE)
@@ -189,61 +185,63 @@ def read_report(build: Build) -> None:
 
 
 def report_lines(build: Build) -> list[str]:
-    """The build's report: compile and link time, cubin size, registers, inlined or not, cache state."""
+    """The build's report: compile and link time, cubin size, registers, inlined or not; then
+    NVRTC's warnings, where the library came from, and what --cache-dir did."""
+    tag = f"  [{build.label}]"
     if build.skipped:
-        return [f"  [{build.label}] skipped: {build.skipped}"]
+        return [f"{tag} skipped: {build.skipped}"]
     if build.inlined:
         calls = "user_transform inlined (0 calls left)"
     elif build.calls_left is None:
         calls = "user_transform still a function (a private copy the kernel calls)"
     else:
         calls = f"user_transform still a call ({build.calls_left} call sites)"
-    link = "no link" if build.link_ms is None else f"link {build.link_ms:.1f} ms"
     compiled = f"compile {build.compile_ms:.1f} ms" if build.compile_ms else "nothing compiled"
+    link = "no link" if build.link_ms is None else f"link {build.link_ms:.1f} ms"
     size = f"cubin {build.cubin_bytes or 0:,} bytes, {build.registers} registers"
-    lines = [f"  [{build.label}] {compiled}, {link}, {size}, {calls}"]
+    lines = [f"{tag} {compiled}, {link}, {size}, {calls}"]
     if build.library_from and build.kind != "swap":  # the swap's own line says it
-        lines.append(
-            f"  [{build.label}] library.cu not compiled in this run: its LTO-IR is {build.library_from}"
-        )
+        shipped = build.library_from
+        lines.append(f"{tag} library.cu not compiled in this run: its LTO-IR is {shipped}")
     for record in build.compiles:
         if record.get("warnings"):
-            lines += [f"  [{build.label}] NVRTC warned about {record['module']}:"]
+            lines.append(f"{tag} NVRTC warned about {record['module']}:")
             lines += [f"    {line}" for line in record["warnings"].splitlines()]
         if record["cache"] != "off" or record.get("note"):
-            saved = (
-                f", saved {record['saved_ms']:.1f} ms" if record.get("saved_ms") is not None else ""
-            )
-            note = f"; {record['note']}" if record.get("note") else ""
-            lines.append(
-                f"  [{build.label}] cache {record['cache']}: {record['module']} ({record['ms']:.1f} ms{saved}){note}"
-            )
+            ms = f"{record['ms']:.1f} ms{_saved(record, ', ')}"
+            lines.append(f"{tag} cache {record['cache']}: {record['module']} ({ms}){_note(record)}")
     if build.link_cache:
-        state, saved = build.link_cache["cache"], build.link_cache.get("saved_ms")
-        note = f"; {build.link_cache['note']}" if build.link_cache.get("note") else ""
-        lines.append(
-            f"  [{build.label}] link cache {state}"
-            + (f" (saved {saved:.1f} ms)" if saved is not None else "")
-            + note
-        )
+        link_cache = build.link_cache
+        saved = f" ({_saved(link_cache, '')})" if link_cache.get("saved_ms") is not None else ""
+        lines.append(f"{tag} link cache {link_cache['cache']}{saved}{_note(link_cache)}")
     return lines
 
 
+def _saved(record: dict, before: str) -> str:
+    saved = record.get("saved_ms")
+    return "" if saved is None else f"{before}saved {saved:.1f} ms"
+
+
+def _note(record: dict) -> str:
+    return f"; {record['note']}" if record.get("note") else ""
+
+
 def verification_lines(build: Build) -> list[str]:
-    """What the check of a build's output found: the count and largest error, then which check passed."""
+    """What the check of a build's output found: the count and largest error, then which check."""
     check = build.verification
     if not check.ok:
         return [f"  [{build.label}] FAILED: {check.describe()}"]
     passed = {
         "reference": "verified against NumPy reference",
-        "cpu-compiled": "verified against the same Python function compiled for the CPU (numba.vectorize)",
+        "cpu-compiled": "verified against the same Python function compiled for the CPU"
+        " (numba.vectorize)",
         "cross-check": "cross-checked against the ptx build: they match",
     }[check.method]
     return [f"  [{build.label}] {check.describe()}", f"  [{build.label}] result {passed}"]
 
 
 def digest(source: str) -> str:
-    """A source's SHA-256, kept in each compile record: which source a compile was of, whatever its name."""
+    """A source's SHA-256, kept in each compile record: what was compiled, whatever its name."""
     return hashlib.sha256(source.encode("utf-8", "backslashreplace")).hexdigest()
 
 

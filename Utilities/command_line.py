@@ -17,7 +17,7 @@ from pathlib import Path
 
 import compile_cache
 import emitted_files
-import toolchain
+import nvidia_tools
 from cuda_samples_utils import UsageError
 from plugin_files import Plugin, plugin_files, same_file, shown
 from run_record import is_record
@@ -174,7 +174,7 @@ def architecture(text: str) -> str:
     """An argparse type for --arch: sm_XX, among the architectures this NVRTC compiles for."""
     if not re.fullmatch(r"sm_\d{2,3}", text):
         raise argparse.ArgumentTypeError(f"must look like sm_90 (got {text!r})")
-    numbers = toolchain.supported_architectures()
+    numbers = nvidia_tools.supported_architectures()
     if numbers is not None and int(text[3:]) not in numbers:
         listing = ", ".join(f"sm_{n}" for n in numbers)
         raise argparse.ArgumentTypeError(
@@ -234,7 +234,7 @@ def check_paths(args, run, sample_files: list[Path]) -> None:
     """UsageError unless --json, --emit and --cache-dir can be written and name none of the run's
     inputs (the sample's files, the plug-ins, the headers they include, --library); then the
     run's record goes to --json."""
-    include_path = toolchain.cuda_headers().get("include_path")
+    include_path = nvidia_tools.cuda_headers().get("include_path")
     reads = [
         *sample_files,
         *(p.path for p in args.plugins if p.path),

@@ -15,6 +15,7 @@ import contextlib
 from dataclasses import dataclass, field
 
 import cuda_samples_utils as utils
+from cuda.bindings import driver
 import numpy as np
 import staging
 import verification
@@ -66,13 +67,11 @@ class Gpu:
 @contextlib.contextmanager
 def open_gpu(args, run):
     """Check and set up GPU --device for the run's arrays; draw and upload the input."""
-    import cupy as cp  # only a run on a GPU needs CuPy
-
     clock = run.clock
-    arrays = (
-        3 if any(p.checked_by == "cross-check" for p in args.plugins) else 2
-    )  # 3: for a cross-check
+    arrays = 3 if any(p.checked_by == "cross-check" for p in args.plugins) else 2  # 3: to cross-check
     with clock.phase("device set-up"):
+        import cupy as cp  # only a run on a GPU needs CuPy: loading it is part of setting up
+
         device = utils.check_device_index(args.device, utils.list_devices())
         utils.print_gpu_info(device)
         device.set_current()
@@ -119,3 +118,5 @@ def open_gpu(args, run):
         cp.get_default_memory_pool().free_all_blocks()
         cp.get_default_pinned_memory_pool().free_all_blocks()
         stream.close()
+        if run.leaving:  # the process ends next: give the GPU's context back now, not in its exit
+            driver.cuDevicePrimaryCtxReset(device.device_id)

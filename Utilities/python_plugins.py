@@ -32,7 +32,7 @@ from pathlib import Path
 
 from cuda.core import ObjectCode
 from cuda_samples_utils import SampleError
-from toolchain import clean
+from nvidia_tools import clean
 
 INSTALL = f"python -m pip install -r {Path(__file__).resolve().parent.parent / 'requirements-python-plugins.txt'}"
 try:

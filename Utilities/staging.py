@@ -25,9 +25,13 @@ from cuda_samples_utils import chunk_ranges, cores
 CHUNK_ELEMENTS = 1 << 24
 
 
+# Below this many elements a piece is not worth a thread: starting one costs more than it saves.
+MIN_PIECE = 1 << 18
+
+
 def piece(chunk: int) -> int:
-    """Elements one core takes of a chunk: chunk / cores, rounded up."""
-    return -(-chunk // cores())
+    """Elements one core takes of a chunk: chunk / cores, rounded up, and at least MIN_PIECE."""
+    return max(-(-chunk // cores()), min(chunk, MIN_PIECE))
 
 
 class DeviceCopies:

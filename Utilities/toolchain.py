@@ -7,18 +7,13 @@
 looked up in --cache-dir (what is found there is `.ready`, and nothing is
 built again) and kept there, recorded for the report and --json, its NVRTC
 warnings kept to print under the build, and its failure turned into one
-message that blames the real cause: a library that cannot be loaded is an
-install problem; a compile log is the plug-in's, with its file and line; a
-link log names the symbol or the architecture at fault.
+message (nvidia_tools.py says which).
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import io
-import re
-import sys
 import warnings
 from dataclasses import dataclass, field, replace
 
@@ -26,27 +21,15 @@ import build_report
 import compile_cache
 import emitted_files
 from build_report import Build
-from cuda.bindings import nvjitlink, nvrtc
+from cuda.bindings import nvjitlink
 from cuda.core import ObjectCode
-from cuda.pathfinder import find_nvidia_header_directory
-from cuda_samples_utils import (
-    SampleError,
-    UsageError,
-    check_device_index,
-    driver_version,
-    list_devices,
-)
+from cuda_samples_utils import SampleError, UsageError, check_device_index, driver_version, list_devices
+from nvidia_tools import check_libraries, clean, cuda_headers, tool_errors, versions
 
-# Terminal colour codes (numba colours its messages), then every control byte but
-# newline and tab: NVRTC's logs end with a NUL byte, and a plug-in's text could hold others.
-_COLOURS = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-_CONTROL_BYTES = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
-PTX_NEEDS_A_DRIVER = "cuda.core asks the CUDA driver for its version before compiling to PTX, and this machine has no driver"
-LOADERS = {
-    "ptx": ObjectCode.from_ptx,
-    "ltoir": ObjectCode.from_ltoir,
-    "cubin": ObjectCode.from_cubin,
-}
+PTX_NEEDS_A_DRIVER = (
+    "cuda.core asks the CUDA driver for its version before compiling to PTX, and this machine has no driver"
+)
+LOADERS = {"ptx": ObjectCode.from_ptx, "ltoir": ObjectCode.from_ltoir, "cubin": ObjectCode.from_cubin}
 
 
 @dataclass
@@ -222,127 +205,3 @@ def python_plugin_compile(module, target: str, arch: str):
     import python_plugins  # numba-cuda loads in a second; only Python plug-ins need it
 
     return python_plugins.compile_plugin(module, target, arch)
-
-
-@functools.cache
-def cuda_headers() -> dict:
-    """ProgramOptions that find CUDA's headers (<cuda_fp16.h>, ...) in the installed wheels.
-
-    NVRTC 13.3 and newer ship them (`use_bundled_headers`); for an older NVRTC
-    cuda.pathfinder finds the folder that pip installed them to.
-    """
-    try:
-        if nvrtc_version() >= (13, 3):
-            return {"use_bundled_headers": True}
-    except Exception:  # noqa: BLE001 -- NVRTC cannot be loaded: check_libraries() says so
-        return {}
-    folder = find_nvidia_header_directory("cudart")
-    return {"include_path": [folder]} if folder else {}
-
-
-# ---------------------------------------------------------------------------
-# The tools themselves: loading, versions, and what they say when they fail
-# ---------------------------------------------------------------------------
-
-
-def clean(text: str) -> str:
-    """Text from a tool, without colour codes, NUL and other control bytes, trimmed."""
-    return _CONTROL_BYTES.sub("", _COLOURS.sub("", text)).strip()
-
-
-def nvrtc_version() -> tuple[int, int]:
-    _, major, minor = nvrtc.nvrtcVersion()
-    return major, minor
-
-
-def supported_architectures() -> list[int] | None:
-    """The sm_XX numbers this NVRTC compiles for, or None if NVRTC cannot be loaded (said later)."""
-    try:
-        return list(nvrtc.nvrtcGetSupportedArchs()[1])
-    except Exception:  # noqa: BLE001 -- check_libraries() reports why, with the install hint
-        return None
-
-
-def check_libraries(install_hint: str) -> None:
-    """SampleError (exit 1) with the install hint unless NVRTC and nvJitLink can be loaded."""
-    for name, version in (("NVRTC", nvrtc_version), ("nvJitLink", nvjitlink.version)):
-        try:
-            version()
-        except Exception as exc:  # noqa: BLE001 -- ImportError, DynamicLibNotFoundError, a broken wheel
-            raise SampleError(
-                f"the {name} library could not be loaded ({clean(str(exc))}); {install_hint}"
-            ) from None
-
-
-def versions() -> dict:
-    """Versions of Python and of the libraries and tools the run uses."""
-    modules = {name: sys.modules.get(module) for name, module in
-               (("numpy", "numpy"), ("cupy", "cupy"), ("cuda_core", "cuda.core"), ("cuda_bindings", "cuda.bindings"))}  # fmt: skip
-    return {
-        "python": sys.version.split()[0],
-        **{name: getattr(module, "__version__", None) for name, module in modules.items()},
-        "nvrtc": ".".join(map(str, nvrtc_version())),
-        "nvjitlink": ".".join(map(str, nvjitlink.version())),
-        "driver_cuda": driver_version(),
-    }
-
-
-# What a compile log can say that the user can act on.
-COMPILE_HINTS = {
-    r'cannot open source file "(cmath|math\.h|cstdlib|algorithm|limits)"': (
-        "CUDA's math functions (sinf, expf, fmaxf, ...) are built in and need no #include; for "
-        "<cmath>-style names use <cuda/std/cmath>"
-    ),
-}
-
-
-@contextlib.contextmanager
-def tool_errors(name: str, linking: bool = False):
-    """Turn an NVRTC or nvJitLink failure into one SampleError that names `name` and what to do."""
-    try:
-        yield
-    except SampleError:
-        raise
-    except Exception as exc:  # noqa: BLE001 -- the tools raise several kinds; their text is what matters
-        text = clean(str(exc))
-        raise (link_error(text, name) if linking else compile_error(text, name)) from None
-
-
-def compile_error(text: str, name: str) -> SampleError:
-    """The error for a failed NVRTC compile: its log (file and line), and a hint where one helps."""
-    log = (
-        text.split("compilation log:", 1)[1].strip() if "compilation log:" in text else f"({text})"
-    )
-    hints = [hint for pattern, hint in COMPILE_HINTS.items() if re.search(pattern, log)]
-    return SampleError(
-        "\n".join([f"NVRTC could not compile {name}:", log, *(f"hint: {h}" for h in hints)])
-    )
-
-
-def link_error(text: str, name: str) -> SampleError:
-    """The error for a failed nvJitLink link: its log, naming the symbol or the architecture at fault."""
-    log = (
-        text.split("nvJitLink error log:", 1)[1].strip() if "nvJitLink error log:" in text else text
-    )
-    if "arch newer than target" in log or "ARCH_MISMATCH" in text:
-        return SampleError(
-            f"nvJitLink refused the library's LTO-IR: it was built for a newer architecture than this "
-            f"target. A library ships LTO-IR built for the oldest GPU it supports; it links for that GPU "
-            f"and every newer one.\nnvJitLink log:\n{log}"
-        )
-    if re.search(r"version|VERSION", text):
-        return SampleError(
-            "nvJitLink refused an LTO-IR input: LTO-IR links only with an nvJitLink of the same CUDA "
-            "major version, at least as new as the compiler that made it.\nnvJitLink log:\n" + log
-        )
-    symbol = re.search(
-        r"(?:Unresolved extern function|Undefined reference to|undefined)\s+'?([\w$]+)'?", log
-    )
-    if symbol:
-        return SampleError(
-            f"nvJitLink could not link {name}: '{symbol.group(1)}' is not defined. A plug-in must define\n"
-            f'    extern "C" __device__ float user_transform(float x)\n'
-            f"(not inline or __forceinline__, which leave no function for the library to call)\n"
-            f"nvJitLink log:\n{log}"
-        )
-    return SampleError(f"nvJitLink could not link {name}.\nnvJitLink log:\n{log}")

@@ -20,6 +20,15 @@ import tempfile
 from pathlib import Path
 
 
+PRIVATE: list[str] = []  # the temporary folder made for this process, if one was
+
+
+def remove_private() -> None:
+    """Remove the temporary folder the caches were moved to (at exit)."""
+    while PRIVATE:
+        shutil.rmtree(PRIVATE.pop(), ignore_errors=True)
+
+
 def can_write(folder: Path) -> bool:
     """Whether files can be made in `folder`, creating it (as its user would) if need be."""
     try:
@@ -41,10 +50,9 @@ def keep_caches_writable(prog: str) -> None:
         moved.append("XDG_CACHE_HOME")
     if not moved:
         return
-    private = tempfile.mkdtemp(
-        prefix="jitLtoLinking-caches-"
-    )  # mode 0700: no other user can plant files
-    atexit.register(shutil.rmtree, private, ignore_errors=True)
+    private = tempfile.mkdtemp(prefix="jitLtoLinking-caches-")  # mode 0700: no other user can plant files
+    PRIVATE.append(private)
+    atexit.register(remove_private)
     for variable in moved:
         os.environ[variable] = os.path.join(private, variable.lower())
     print(

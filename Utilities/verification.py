@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 from cuda.core import Buffer
-from cuda_samples_utils import Progress, chunk_ranges, cores
+from cuda_samples_utils import Progress, chunk_ranges
 from staging import CHUNK_ELEMENTS, copies_for, piece
 
 # A quiet NaN with a payload no arithmetic produces: an element that still
@@ -174,7 +174,8 @@ def verify(device_out, expected, cupy_stream, method: str, rtol: float = 1e-5, a
     copies = copies_for(device_out, cupy_stream)
     cross_check = not callable(expected)
     staged = [_Staging(copies, chunk, cross_check) for _ in range(min(STAGING_BUFFERS, len(chunks)))]
-    threads, size = cores(), piece(chunk)
+    size = piece(chunk)
+    threads = -(-chunk // size)  # one per piece of a chunk: every core for a large array, one for a small
     works = [Workspace(size) for _ in range(threads)]
     progress = Progress("verify", device_out.size)
 
@@ -244,8 +245,9 @@ def kept_reference(function, host_input: np.ndarray, budget_bytes: int = REFEREN
         start, stop = span
         compute(start, stop, kept[start:stop])
 
-    with concurrent.futures.ThreadPoolExecutor(cores()) as pool:  # list() re-raises any error
-        list(pool.map(fill, chunk_ranges(host_input.size, piece(CHUNK_ELEMENTS))))
+    pieces = list(chunk_ranges(host_input.size, piece(CHUNK_ELEMENTS)))
+    with concurrent.futures.ThreadPoolExecutor(len(pieces)) as pool:  # list() re-raises any error
+        list(pool.map(fill, pieces))
 
     def copy(start: int, stop: int, out: np.ndarray) -> None:
         np.copyto(out, kept[start:stop])

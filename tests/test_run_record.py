@@ -10,14 +10,15 @@ import time
 
 import pytest
 import run_record
+import timeline
 from helpers import utils
 
 
 def test_the_timeline_counts_from_process_start_and_its_parts_add_up(monkeypatch):
-    monkeypatch.setattr(run_record.Timeline, "first", True)  # as for the first run of a process
-    clock = run_record.Timeline()
+    monkeypatch.setattr(timeline.Timeline, "first", True)  # as for the first run of a process
+    clock = timeline.Timeline()
     assert clock.seconds["start-up"] > 0  # the interpreter and the imports came first
-    assert run_record.Timeline().seconds["start-up"] < 0.01, "a second run in the process counts from its own start"
+    assert timeline.Timeline().seconds["start-up"] < 0.01, "a second run in the process counts from its own start"
     with clock.phase("compile") as lap:
         time.sleep(0.05)
     with clock.phase("compile"):
@@ -31,7 +32,7 @@ def test_the_timeline_counts_from_process_start_and_its_parts_add_up(monkeypatch
 
 
 def test_a_phase_inside_another_counts_only_under_its_own_name():
-    clock = run_record.Timeline()
+    clock = timeline.Timeline()
     with clock.phase("benchmark") as outer:
         time.sleep(0.02)
         with clock.phase("compile") as inner:

@@ -299,12 +299,12 @@ def test_a_home_that_cannot_be_written_still_gives_help_and_builds(tmp_path):
 
 
 def test_nvrtc_that_cannot_be_loaded_gets_the_install_hint(monkeypatch, capsys):
-    import toolchain
+    import nvidia_tools
 
     def missing():
         raise RuntimeError('Failure finding "libnvrtc.so": not found')
 
-    monkeypatch.setattr(toolchain, "nvrtc_version", missing)
+    monkeypatch.setattr(nvidia_tools, "nvrtc_version", missing)
     code = sample.main(["--compile-only", "--arch", ARCH])
     err = capsys.readouterr().err
     assert code == 1 and "the NVRTC library could not be loaded" in err and "pip install -r" in err

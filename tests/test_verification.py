@@ -173,6 +173,7 @@ CHUNK = 64
 @pytest.mark.parametrize("cores", [1, 3, 16])
 def test_every_element_is_checked_at_chunk_boundaries(monkeypatch, size, cores):
     monkeypatch.setattr(utils.os, "cpu_count", lambda: cores)
+    monkeypatch.setattr(staging, "MIN_PIECE", 1)  # small pieces, to cross their boundaries too
     x = utils.standard_normal_float32(size, seed=5)
     result = check(formula(x), reference_of(x), CHUNK)
     assert result.ok and result.checked == size, result.describe()
@@ -242,6 +243,7 @@ def test_nothing_to_verify_is_not_a_pass():
 @pytest.mark.parametrize("method", ["reference", "cross-check"])
 def test_the_parallel_result_equals_a_simple_single_threaded_one(monkeypatch, method):
     monkeypatch.setattr(utils.os, "cpu_count", lambda: 7)  # pieces that do not divide a chunk evenly
+    monkeypatch.setattr(staging, "MIN_PIECE", 1)
     rng = np.random.default_rng(11)
     x = rng.standard_normal(50 * CHUNK + 33, dtype=np.float32)
     planted = rng.choice(x.size, size=12, replace=False)
@@ -381,3 +383,9 @@ def test_upload_refills_a_buffer_only_once_its_transfer_is_over(monkeypatch):
     device = np.full(host.size, np.nan, dtype=np.float32)
     staging.upload(host, device, None, chunk=CHUNK)
     np.testing.assert_array_equal(device, host)
+
+
+def test_a_small_array_is_checked_on_one_thread_and_a_large_one_on_every_core(monkeypatch):
+    monkeypatch.setattr(utils.os, "cpu_count", lambda: 16)
+    assert staging.piece(65536) == 65536, "one piece: starting threads would cost more than they save"
+    assert staging.piece(staging.CHUNK_ELEMENTS) == staging.CHUNK_ELEMENTS // 16

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Copyright (c) 2026, the jitLtoLinking authors
-"""Utilities/toolchain.py and command_line.py: tool messages made clean, and the checks of what the command names."""
+"""Utilities/nvidia_tools.py and command_line.py: tool messages made clean, and the checks of what the command names."""
 
 from __future__ import annotations
 
@@ -8,27 +8,27 @@ import argparse
 
 import command_line
 import pytest
-import toolchain
+import nvidia_tools
 from helpers import utils
 
 
 def test_tool_messages_lose_nul_and_control_bytes_but_keep_lines():
-    assert toolchain.clean("a.cu(4): error\x00\n\tnext\x1b[31m red\x1b[0m\x07") == "a.cu(4): error\n\tnext red"
+    assert nvidia_tools.clean("a.cu(4): error\x00\n\tnext\x1b[31m red\x1b[0m\x07") == "a.cu(4): error\n\tnext red"
 
 
 def test_a_compile_error_keeps_only_the_log_and_names_the_file():
-    error = toolchain.compile_error("NVRTC_ERROR, compilation log:\n\nx.cu(2): error: bad", "x.cu")
+    error = nvidia_tools.compile_error("NVRTC_ERROR, compilation log:\n\nx.cu(2): error: bad", "x.cu")
     assert str(error) == "NVRTC could not compile x.cu:\nx.cu(2): error: bad" and error.exit_code == 1
 
 
 def test_a_link_error_names_the_missing_symbol():
-    error = toolchain.link_error("ERROR 4\nnvJitLink error log: Unresolved extern function 'user_transform'", "p.cu")
+    error = nvidia_tools.link_error("ERROR 4\nnvJitLink error log: Unresolved extern function 'user_transform'", "p.cu")
     assert "'user_transform' is not defined" in str(error) and "nvJitLink log:" in str(error)
 
 
 def test_an_architecture_mismatch_says_what_a_library_ships():
     text = "ERROR_ARCH_MISMATCH (13)\nnvJitLink error log: ERROR NVVM_ERROR in LTOIR arch newer than target arch"
-    error = toolchain.link_error(text, "default_plugin.cu")
+    error = nvidia_tools.link_error(text, "default_plugin.cu")
     assert "built for a newer architecture than this target" in str(error)
     assert "oldest GPU it supports" in str(error) and "LTOIR arch newer than target arch" in str(error)
 
@@ -37,23 +37,23 @@ def test_libraries_that_cannot_be_loaded_are_an_install_problem(monkeypatch):
     def missing():
         raise RuntimeError("libnvJitLink.so.13: cannot open shared object file")
 
-    monkeypatch.setattr(toolchain.nvjitlink, "version", missing)
+    monkeypatch.setattr(nvidia_tools.nvjitlink, "version", missing)
     with pytest.raises(utils.SampleError, match="the nvJitLink library could not be loaded .* HINT"):
-        toolchain.check_libraries("HINT")
+        nvidia_tools.check_libraries("HINT")
 
 
 def test_cuda_headers_come_from_the_wheels():
-    options = toolchain.cuda_headers()
+    options = nvidia_tools.cuda_headers()
     assert options.get("use_bundled_headers") or options["include_path"]
 
 
 def test_architecture_checks_shape_and_support(monkeypatch):
     assert command_line.architecture("sm_90") == "sm_90"
-    monkeypatch.setattr(toolchain, "supported_architectures", lambda: [80, 90])
+    monkeypatch.setattr(nvidia_tools, "supported_architectures", lambda: [80, 90])
     for text, phrase in (("sm_90a", "must look like"), ("compute_90", "must look like"), ("sm_100", "not supported")):
         with pytest.raises(argparse.ArgumentTypeError, match=phrase):
             command_line.architecture(text)
-    monkeypatch.setattr(toolchain, "supported_architectures", lambda: None)
+    monkeypatch.setattr(nvidia_tools, "supported_architectures", lambda: None)
     assert command_line.architecture("sm_100") == "sm_100"  # NVRTC missing: reported later
 
 
