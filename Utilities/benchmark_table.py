@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Copyright (c) 2026, the jitLtoLinking authors
-"""--benchmark: each build's kernel timed with CUDA events, its output verified, and the tables.
+"""--benchmark: each build's kernel timed with CUDA events, its output verified; the tables.
 
 Every row is timed the same way (warm-ups, then the median of launches each
 timed by its own pair of events on the run's stream) and its output checked
@@ -30,8 +30,9 @@ HEADERS = [
     "GB/s",
     "% of copy",
 ]
-COMPARISON = ["plug-in", "ptx ms", "lto ms", "whole ms", "half-LTO ms", "LTO speed-up", "registers ptx -> lto",
-              "lto cubin bytes", "link ms ptx / lto", "lto % of copy"]  # fmt: skip
+COMPARISON = ["plug-in", "ptx ms", "lto ms", "whole ms", "half-LTO ms", "LTO speed-up",
+              "registers ptx -> lto", "lto cubin bytes", "link ms ptx / lto",
+              "lto % of copy"]  # fmt: skip
 
 
 @dataclass
@@ -106,7 +107,8 @@ class Table:
         self.rows.append(row)
 
     def time_copy(self) -> None:
-        """The ceiling: a device-to-device copy of the same bytes; then record and print the table."""
+        """The ceiling: a device-to-device copy of the same bytes; then record and print the
+        table."""
         gpu = self.gpu
         copy = functools.partial(
             gpu.d_out.data.copy_from_device_async,
@@ -132,7 +134,8 @@ class Table:
 
 
 def comparison(rows: list[dict]) -> list[dict]:
-    """One row per plug-in: its builds' kernel times side by side, what LTO gained, and what it cost."""
+    """One row per plug-in: its builds' kernel times side by side, what LTO gained, and what it
+    cost."""
     out = []
     for plugin in dict.fromkeys(row["plugin"] for row in rows if row["plugin"]):
         mine = {
@@ -157,13 +160,15 @@ def comparison(rows: list[dict]) -> list[dict]:
 
 
 def print_benchmark(bench: dict) -> None:
-    """The builds' table, numbers written as the build reports write them; with several plug-ins, a comparison."""
+    """The builds' table, numbers written as the build reports write them; with several plug-ins,
+    a comparison."""
     print(
         f"  {bench['elements']:,} elements, {bench['bytes_per_launch']:,} bytes moved per launch; "
         f"median of {bench['repeats']} launches after {bench['warmup']} warm-ups"
     )
-    cells = [[r["build"], number(r["compile_ms"], 1), number(r["link_ms"], 1), number(r["cubin_bytes"], 0),
-              r["registers"], r["calls_left"], number(r["kernel_ms"], 4), number(r["gb_per_s"], 0),
+    cells = [[r["build"], number(r["compile_ms"], 1), number(r["link_ms"], 1),
+              number(r["cubin_bytes"], 0), r["registers"], r["calls_left"],
+              number(r["kernel_ms"], 4), number(r["gb_per_s"], 0),
               number(r["percent_of_copy"], 1)] for r in bench["rows"]]  # fmt: skip
     print_table(HEADERS, cells)
     for row in bench["rows"]:
@@ -171,7 +176,8 @@ def print_benchmark(bench: dict) -> None:
             print(f"  [{row['build']}] FAILED: {row['failure']}")
     if any(r["build"] == "cupy elementwise" for r in bench["rows"]):
         print(
-            "  (cupy elementwise: 'compile ms' is its first call, which compiles or loads from CuPy's own cache)"
+            "  (cupy elementwise: 'compile ms' is its first call, which compiles or loads from"
+            " CuPy's own cache)"
         )
     if len(bench["plugins"]) > 1:
         print()

@@ -33,8 +33,8 @@ class Build:
     label: str  # "ptx", "lto", "swap", "whole program", "half-LTO" (+ the plug-in, with several)
     code: object = None  # the linked cuda.core ObjectCode (a cubin)
     plugin: str = ""  # the plug-in's file name
-    inputs: list = field(default_factory=list)  # the ObjectCodes linked: the library's, the plug-in's
-    compiles: list[dict] = field(default_factory=list)  # those made for this build, each counted once
+    inputs: list = field(default_factory=list)  # ObjectCodes linked: the library's, the plug-in's
+    compiles: list[dict] = field(default_factory=list)  # made for this build, each counted once
     ready: object = None  # the cubin --cache-dir kept from an earlier run: nothing to link
     link_ms: float | None = None
     link_cache: dict | None = None  # hit or miss, with --cache-dir
@@ -167,9 +167,8 @@ def read_report(build: Build) -> None:
     build.inlined = not facts.has_function(CALLEE)
     build.calls_left = facts.calls_from(KERNEL, CALLEE)
     if not build.inlined and build.calls_left == 0:
-        build.calls_left = (
-            None  # a private copy called by relative address: its call sites are not in the ELF
-        )
+        # a private copy called by relative address: its call sites are not in the ELF
+        build.calls_left = None
     if build.kernel is not None:
         build.registers, build.registers_from = (
             build.kernel.attributes.num_regs,

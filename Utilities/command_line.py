@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Copyright (c) 2026, the jitLtoLinking authors
-"""The command line: its options, and every check of what they name, made before anything is built.
+"""The command line: its options, and every check of what they name, before anything is built.
 
 A bad value ends the run with one line and exit code 2 (argparse's own for
 the option's shape; `UsageError` for what only the file system can tell),
@@ -61,8 +61,10 @@ def parse_args(argv, prog: str, default_plugin: Plugin, contract: str) -> argpar
         "--plugin",
         action="append",
         metavar="FILE",
-        help='your plug-in (repeatable): a .cu file defining extern "C" '
-        "__device__ float user_transform(float), a .py file defining user_transform(x), or a folder of them",
+        help=(
+            'your plug-in (repeatable): a .cu file defining extern "C" __device__ float '
+            "user_transform(float), a .py file defining user_transform(x), or a folder of them"
+        ),
     )
     add(
         "--benchmark",
@@ -91,8 +93,10 @@ def parse_args(argv, prog: str, default_plugin: Plugin, contract: str) -> argpar
         "--library",
         type=path_text,
         metavar="FILE",
-        help="link steps [2] and [3] against this library LTO-IR (e.g. "
-        "library.ltoir written by --compile-only --arch sm_75 --emit DIR) instead of compiling library.cu",
+        help=(
+            "link steps [2] and [3] against this library LTO-IR (e.g. library.ltoir written by "
+            "--compile-only --arch sm_75 --emit DIR) instead of compiling library.cu"
+        ),
     )
     add(
         "--compile-only",
@@ -123,7 +127,8 @@ def parse_args(argv, prog: str, default_plugin: Plugin, contract: str) -> argpar
 
         if python_plugins.PROBLEM:
             parser.error(
-                f"--plugin {next(p.path for p in args.plugins if p.is_python)}: {python_plugins.PROBLEM}"
+                f"--plugin {next(p.path for p in args.plugins if p.is_python)}: "
+                f"{python_plugins.PROBLEM}"
             )
     return args
 
@@ -133,15 +138,19 @@ def conflicts(args) -> list[str]:
     problems = []
     if args.arch and not args.compile_only:
         problems.append(
-            "--arch only applies with --compile-only: a run on a GPU builds for that GPU's own architecture"
+            "--arch only applies with --compile-only: a run on a GPU builds for that GPU's own "
+            "architecture"
         )
     if args.compile_only and args.benchmark:
         problems.append(
-            "--benchmark times kernels on a GPU, and --compile-only launches nothing: give one of them"
+            "--benchmark times kernels on a GPU, and --compile-only launches nothing: "
+            "give one of them"
         )
     if args.compile_only and args.arch and args.device is not None:
-        problems.append(f"--device {args.device} picks the GPU to build for, and --arch {args.arch} names the "
-                        "architecture instead: give one of them")  # fmt: skip
+        problems.append(
+            f"--device {args.device} picks the GPU to build for, and --arch {args.arch} names the "
+            "architecture instead: give one of them"
+        )
     return problems
 
 
@@ -149,9 +158,8 @@ def plugin_of(path: Path, text: str, contract: str) -> Plugin:
     """The Plugin for a file: CUDA C++ with the library's contract in front, or Python as it is."""
     name = shown(path).name
     if path.suffix == ".py":
-        return Plugin(
-            name, text, path=path
-        )  # its reference is numba's CPU build, made with the GPU one
+        # its reference is numba's CPU build, made with the GPU one
+        return Plugin(name, text, path=path)
     return Plugin.cuda(name, text, contract, path=path)
 
 
@@ -192,11 +200,13 @@ def path_text(text: str) -> str:
 
 
 def read_library(path: Path) -> bytes:
-    """The bytes of --library FILE, if they are LTO-IR; ValueError saying what the file is instead."""
+    """The bytes of --library FILE, if they are LTO-IR; ValueError saying what the file is
+    instead."""
     try:
         if not path.is_file():
             raise ValueError(
-                f"--library {path}: {'no such file' if not path.exists() else 'is not a regular file'}"
+                f"--library {path}: "
+                f"{'no such file' if not path.exists() else 'is not a regular file'}"
             )
         with path.open("rb") as file:
             data = file.read(LIBRARY_LIMIT + 1)
@@ -204,8 +214,10 @@ def read_library(path: Path) -> bytes:
         raise ValueError(f"--library {path}: cannot be read ({exc.strerror or exc})") from None
     if data.startswith(LTOIR_MAGIC) and len(data) <= LIBRARY_LIMIT:
         return data
-    raise ValueError(f"--library {path}: is not LTO-IR ({looks_like(data)}); give the library.ltoir that "
-                     "--compile-only --arch sm_XX --emit DIR writes")  # fmt: skip
+    raise ValueError(
+        f"--library {path}: is not LTO-IR ({looks_like(data)}); give the library.ltoir that "
+        "--compile-only --arch sm_XX --emit DIR writes"
+    )
 
 
 def looks_like(data: bytes) -> str:
@@ -254,14 +266,17 @@ def check_paths(args, run, sample_files: list[Path]) -> None:
         args.emit = writable_folder("--emit", Path(args.emit), reads)
         holding = [p.name for p in args.plugins if p.path and same_file(p.path.parent, args.emit)]
         if holding:
-            raise UsageError(f"--emit {args.emit}: holds the plug-in {holding[0]}; give a folder of its own, "
-                             "so that what the run writes never mixes with your sources")  # fmt: skip
+            raise UsageError(
+                f"--emit {args.emit}: holds the plug-in {holding[0]}; give a folder of its own, "
+                "so that what the run writes never mixes with your sources"
+            )
         emitted_files.clear_earlier_run(args.emit)
     args.cache = compile_cache.open_cache(Path(args.cache_dir), reads) if args.cache_dir else None
 
 
 def check_json_path(target: Path, reads: list[Path]) -> None:
-    """UsageError unless --json PATH is a file the run may write: never an input, never a file it did not write."""
+    """UsageError unless --json PATH is a file the run may write: never an input, never a file it
+    did not write."""
     where = f"--json {target}"
     input_named = (
         next((source for source in reads if same_file(target, source)), None)

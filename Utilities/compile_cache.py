@@ -71,7 +71,8 @@ class SafeFileCache(FileStreamProgramCache):
 
 
 def open_cache(directory: Path, reads: list[Path]) -> SafeFileCache:
-    """The cache in `directory`, created private to this user; UsageError if it cannot be used safely."""
+    """The cache in `directory`, created private to this user; UsageError if it cannot be used
+    safely."""
     where = f"--cache-dir {directory}"
     if directory.exists() and not directory.is_dir():
         raise UsageError(f"{where}: is not a directory")
@@ -89,7 +90,8 @@ def open_cache(directory: Path, reads: list[Path]) -> SafeFileCache:
 
 
 def refuse_if_shared(folder: Path, where: str) -> None:
-    """UsageError if another user could write to `folder`, and so choose the code the sample runs."""
+    """UsageError if another user could write to `folder`, and so choose the code the sample
+    runs."""
     info = folder.stat()
     if not stat.S_ISDIR(info.st_mode):
         raise UsageError(f"{where}: {folder} is not a directory")
@@ -104,15 +106,15 @@ def refuse_if_shared(folder: Path, where: str) -> None:
 class Visit:
     """One build's visit to the cache: its key, the bytes found there, and what to report."""
 
-    key: bytes | None = (
-        None  # None: nothing is looked up (no cache, or a source that cannot be traced)
-    )
+    # None: nothing is looked up (no cache, or a source that cannot be traced)
+    key: bytes | None = None
     payload: bytes | None = None
     record: dict = field(default_factory=lambda: {"cache": "off"})
 
 
 def compile_visit(cache, source: str, options, target: str) -> Visit:
-    """Look a compile up; a source that includes through a macro is not cached (the record says why)."""
+    """Look a compile up; a source that includes through a macro is not cached (the record says
+    why)."""
     if cache is None:
         return Visit()
     here = Path(options.name).parent if options.name and os.sep in options.name else None
@@ -224,9 +226,10 @@ def included_files(source: str, here: Path | None, include_path) -> list[Path] |
             quote, name = (opening, name) if opening else (has_opening, has_name)
             if quote not in '"<':
                 return None  # #include MACRO: only the preprocessor knows the file
-            candidates = ([where / name] if quote == '"' and where else []) + [
-                f / name for f in folders
-            ]
+            candidates = (
+                ([where / name] if quote == '"' and where else [])
+                + [f / name for f in folders]
+            )
             path = next((c.resolve() for c in candidates if c.is_file()), None)
             if path is None or path in found:
                 continue

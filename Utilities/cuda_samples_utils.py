@@ -27,7 +27,8 @@ from cuda.core import Device, EventOptions
 
 # Exit codes and the errors that carry them: any sample may share them.
 from exit_codes import (  # noqa: F401
-    EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, EXIT_WAIVED, SampleError, UsageError, WaivedError,
+    EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, EXIT_WAIVED,
+    SampleError, UsageError, WaivedError,
 )  # fmt: skip
 
 # ---------------------------------------------------------------------------
@@ -51,7 +52,8 @@ def check_cuda_requirements() -> bool:
 def verify_array_result(
     result, expected, rtol: float = 1e-5, atol: float = 1e-8, verbose: bool = True
 ) -> bool:
-    """Whether two NumPy (or two CuPy) arrays match within tolerance; prints PASSED, or FAILED and the max error."""
+    """Whether two NumPy (or two CuPy) arrays match within tolerance; prints PASSED, or FAILED and
+    the max error."""
     xp = np
     if not (isinstance(result, np.ndarray) and isinstance(expected, np.ndarray)):
         xp = sys.modules.get("cupy")  # a CuPy array exists only once CuPy is loaded
@@ -81,13 +83,14 @@ def print_gpu_info(device) -> None:
 
 
 def list_devices() -> tuple:
-    """Every GPU the driver can see, as cuda.core Devices; WaivedError if there is no driver or no GPU."""
+    """Every GPU the driver can see, as cuda.core Devices; WaivedError if there is no driver or no
+    GPU."""
     try:
         devices = Device.get_all_devices()  # cuda.core loads the driver here, not at import
     except Exception as exc:  # noqa: BLE001 -- no libcuda.so, or a driver that cannot start
         raise WaivedError(
-            f"no usable CUDA driver or GPU ({str(exc).strip()}); this run is waived (exit {EXIT_WAIVED}); "
-            "--compile-only --arch sm_90 builds without one"
+            f"no usable CUDA driver or GPU ({str(exc).strip()}); this run is waived "
+            f"(exit {EXIT_WAIVED}); --compile-only --arch sm_90 builds without one"
         ) from None
     if not devices:
         raise WaivedError(f"the CUDA driver sees no GPU; this run is waived (exit {EXIT_WAIVED})")
@@ -133,7 +136,8 @@ INPUT_BLOCK = 1 << 22  # elements drawn by one child generator; fixed, so the in
 
 
 def cores() -> int:
-    """Threads for host-side NumPy work: one per core, since NumPy releases the GIL inside its loops."""
+    """Threads for host-side NumPy work: one per core, since NumPy releases the GIL inside its
+    loops."""
     return max(1, os.cpu_count() or 1)
 
 

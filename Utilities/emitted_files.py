@@ -28,7 +28,8 @@ SUFFIXES = (".ptx", ".ltoir", ".cubin")
 
 
 def folder_for(root: Path, build) -> Path:
-    """DIR/swap for step [3]; DIR/<stem>-<extension> for a plug-in (polynomial.cu -> polynomial-cu)."""
+    """DIR/swap for step [3]; DIR/<stem>-<extension> for a plug-in
+    (polynomial.cu -> polynomial-cu)."""
     if build.kind == "swap":
         return root / "swap"
     stem, _, extension = build.plugin.rpartition(".")
@@ -61,9 +62,8 @@ def write(folder: Path, name: str, code) -> Path:
     """Write an ObjectCode as folder/<name>.<its format>; return the path."""
     data = code.code.encode() if isinstance(code.code, str) else bytes(code.code)
     if code.code_type == "ptx":
-        data = data.rstrip(
-            b"\0"
-        )  # NVRTC ends its PTX with the C string's NUL; a text file does not
+        # NVRTC ends its PTX with the C string's NUL; a text file does not
+        data = data.rstrip(b"\0")
     path = folder / f"{name.replace(' ', '-')}.{code.code_type}"
     try:
         folder.mkdir(exist_ok=True)
@@ -84,8 +84,7 @@ def write_build(root: Path, build, arch: str) -> None:
         write(root, "library", library)
         write(folder, "plugin", plugin)
     write(folder, build.kind, build.code)
-    if build.inputs and all(
-        code.code_type == "ltoir" for code in build.inputs
-    ):  # only LTO-IR becomes PTX
+    # only LTO-IR becomes PTX
+    if build.inputs and all(code.code_type == "ltoir" for code in build.inputs):
         options = LinkerOptions(arch=arch, link_time_optimization=True, ptx=True)
         write(folder, build.kind, Linker(*build.inputs, options=options).link("ptx"))

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Copyright (c) 2026, the jitLtoLinking authors
-"""The GPU side of a run: the device, one stream that cuda.core and CuPy share, the input and output buffers.
+"""The GPU side of a run: the device, one stream cuda.core and CuPy share, input and output buffers.
 
 `open_gpu()` checks the request against the machine before it allocates
 (the device index, the free memory), and on leaving its `with` block syncs
@@ -31,9 +31,8 @@ class Gpu:
     host_input: np.ndarray
     d_in: object = None
     d_out: object = None
-    d_ref: object = (
-        None  # a result kept to cross-check another against, when there is no NumPy reference
-    )
+    # a result kept to cross-check another against, when there is no NumPy reference
+    d_ref: object = None
     clock: object = None
     references: dict = field(default_factory=dict)  # expected values, computed once per plug-in
 
@@ -68,7 +67,8 @@ class Gpu:
 def open_gpu(args, run):
     """Check and set up GPU --device for the run's arrays; draw and upload the input."""
     clock = run.clock
-    arrays = 3 if any(p.checked_by == "cross-check" for p in args.plugins) else 2  # 3: to cross-check
+    # 3: to cross-check
+    arrays = 3 if any(p.checked_by == "cross-check" for p in args.plugins) else 2
     with clock.phase("device set-up"):
         import cupy as cp  # only a run on a GPU needs CuPy: loading it is part of setting up
 
@@ -83,7 +83,9 @@ def open_gpu(args, run):
         run.record["device"] = {
             "index": args.device,
             "name": device.name,
-            "compute_capability": f"{device.compute_capability.major}.{device.compute_capability.minor}",
+            "compute_capability": (
+                f"{device.compute_capability.major}.{device.compute_capability.minor}"
+            ),
             "arch": f"sm_{device.arch}",
             "multiprocessors": device.properties.multiprocessor_count,
             "memory_free_bytes": free,

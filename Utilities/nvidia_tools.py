@@ -72,10 +72,18 @@ def check_libraries(install_hint: str) -> None:
 
 def versions() -> dict:
     """Versions of Python and of the libraries and tools the run uses."""
-    packages = {"numpy": "numpy", "cupy": "cupy", "cuda_core": "cuda.core", "cuda_bindings": "cuda.bindings"}
+    packages = {
+        "numpy": "numpy",
+        "cupy": "cupy",
+        "cuda_core": "cuda.core",
+        "cuda_bindings": "cuda.bindings",
+    }
     return {
         "python": sys.version.split()[0],
-        **{key: getattr(sys.modules.get(name), "__version__", None) for key, name in packages.items()},
+        **{
+            key: getattr(sys.modules.get(name), "__version__", None)
+            for key, name in packages.items()
+        },
         "nvrtc": ".".join(map(str, nvrtc_version())),
         "nvjitlink": ".".join(map(str, nvjitlink.version())),
         "driver_cuda": driver_version(),
@@ -105,14 +113,19 @@ def tool_errors(name: str, linking: bool = False):
 
 def compile_error(text: str, name: str) -> SampleError:
     """The error for a failed NVRTC compile: its log (file and line), and a hint where one helps."""
-    log = text.split("compilation log:", 1)[1].strip() if "compilation log:" in text else f"({text})"
+    log = (
+        text.split("compilation log:", 1)[1].strip() if "compilation log:" in text else f"({text})"
+    )
     hints = [f"hint: {hint}" for pattern, hint in COMPILE_HINTS.items() if re.search(pattern, log)]
     return SampleError("\n".join([f"NVRTC could not compile {name}:", log, *hints]))
 
 
 def link_error(text: str, name: str) -> SampleError:
-    """The error for a failed nvJitLink link: its log, naming the symbol or architecture at fault."""
-    log = text.split("nvJitLink error log:", 1)[1].strip() if "nvJitLink error log:" in text else text
+    """The error for a failed nvJitLink link: its log, naming the symbol or architecture at
+    fault."""
+    log = (
+        text.split("nvJitLink error log:", 1)[1].strip() if "nvJitLink error log:" in text else text
+    )
     if "arch newer than target" in log or "ARCH_MISMATCH" in text:
         return SampleError(
             "nvJitLink refused the library's LTO-IR: it was built for a newer architecture than "
@@ -125,7 +138,9 @@ def link_error(text: str, name: str) -> SampleError:
             "CUDA major version, at least as new as the compiler that made it.\nnvJitLink log:\n"
             + log
         )
-    symbol = re.search(r"(?:Unresolved extern function|Undefined reference to|undefined)\s+'?([\w$]+)'?", log)
+    symbol = re.search(
+        r"(?:Unresolved extern function|Undefined reference to|undefined)\s+'?([\w$]+)'?", log
+    )
     if symbol:
         return SampleError(
             f"nvJitLink could not link {name}: '{symbol.group(1)}' is not defined. A plug-in "

@@ -49,7 +49,8 @@ class Plugin:
 
     @property
     def program_name(self) -> str:
-        """The name NVRTC gets: the file's path, since NVRTC looks for quoted #includes in its folder."""
+        """The name NVRTC gets: the file's path, since NVRTC looks for quoted #includes in its
+        folder."""
         return self.name if self.path is None else str(shown(self.path.parent) / self.name)
 
 
@@ -166,8 +167,8 @@ def check_names(found: list[tuple[Path, str, str]]) -> None:
                 f"{file}: given twice (by {first_given} and by {given}); each plug-in is built once"
             )
         raise ValueError(
-            f"{file.name}: two plug-ins have this file name ({first} and {file}); builds, reports and "
-            "--emit folders are named after it, so rename one"
+            f"{file.name}: two plug-ins have this file name ({first} and {file}); builds, reports "
+            "and --emit folders are named after it, so rename one"
         )
 
 

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Copyright (c) 2026, the jitLtoLinking authors
-"""Plug-ins written in Python: numba-cuda compiles `user_transform(x)` to PTX or LTO-IR with the C ABI.
+"""Python plug-ins: numba-cuda compiles `user_transform(x)` to PTX or LTO-IR with the C ABI.
 
 A library that links device code does not care which compiler made it: the
 same `extern "C" float user_transform(float)` symbol can come from NVRTC or
@@ -34,7 +34,10 @@ from cuda.core import ObjectCode
 from cuda_samples_utils import SampleError
 from nvidia_tools import clean
 
-INSTALL = f"python -m pip install -r {Path(__file__).resolve().parent.parent / 'requirements-python-plugins.txt'}"
+INSTALL = (
+    "python -m pip install -r "
+    f"{Path(__file__).resolve().parent.parent / 'requirements-python-plugins.txt'}"
+)
 try:
     import numba
     from numba import cuda, float32
@@ -90,7 +93,8 @@ def load(path: Path, name: str):
         raise
     except SystemExit as exc:
         raise SampleError(
-            f"{name} called sys.exit({exc.code!r}) while it was loaded; a plug-in cannot end the run"
+            f"{name} called sys.exit({exc.code!r}) while it was loaded; "
+            "a plug-in cannot end the run"
         ) from None
     except BaseException as exc:  # noqa: BLE001 -- whatever the plug-in's own top-level code raises
         raise SampleError(
@@ -98,9 +102,8 @@ def load(path: Path, name: str):
         ) from None
     finally:
         sys.path.remove(folder)
-        for added in (
-            set(sys.modules) - before
-        ):  # its sibling modules: another plug-in's may share a name
+        # its sibling modules: another plug-in's may share a name
+        for added in set(sys.modules) - before:
             file = getattr(sys.modules[added], "__file__", None)
             if file and Path(file).resolve().is_relative_to(folder):
                 del sys.modules[added]
@@ -109,8 +112,9 @@ def load(path: Path, name: str):
         raise SampleError(f"{name} does not define a function user_transform(x)")
     if not inspect.isfunction(function):  # e.g. made by @vectorize or @cuda.jit
         raise SampleError(
-            f"{name}: user_transform is a {type(function).__name__}, not a plain function; define it "
-            "without a decorator: the sample compiles it, for the GPU and for the CPU reference"
+            f"{name}: user_transform is a {type(function).__name__}, not a plain function; "
+            "define it without a decorator: the sample compiles it, for the GPU and for the CPU "
+            "reference"
         )
     parameters = inspect.signature(function).parameters
     if len(parameters) != 1:
@@ -131,7 +135,8 @@ def called_helpers(function, folder: Path, name: str) -> dict:
             if callee in path:
                 line = callee.__code__.co_firstlineno
                 raise SampleError(
-                    f"{name}, line {line}: {callee.__name__} calls itself (through {caller.__name__}); "
+                    f"{name}, line {line}: {callee.__name__} calls itself "
+                    f"(through {caller.__name__}); "
                     "recursive device functions cannot be inlined: write it as a loop"
                 )
             calls[(caller, global_name)] = callee
@@ -154,14 +159,15 @@ def helpers_named_in(caller, folder: Path):
     for global_name in sorted(names):
         value = caller.__globals__.get(global_name)
         value = getattr(value, "py_func", value)  # @njit, @cuda.jit: the function underneath
-        if inspect.isfunction(value) and Path(value.__code__.co_filename).resolve().is_relative_to(
-            folder
+        if inspect.isfunction(value) and (
+            Path(value.__code__.co_filename).resolve().is_relative_to(folder)
         ):
             yield global_name, value
 
 
 def refuse_raise(function, name: str) -> None:
-    """SampleError if the function raises: a C-ABI device function has no way to pass an exception on."""
+    """SampleError if the function raises: a C-ABI device function has no way to pass an
+    exception on."""
     for instruction in dis.get_instructions(function):
         if instruction.opname in ("RAISE_VARARGS", "RERAISE"):
             line = (
@@ -170,8 +176,9 @@ def refuse_raise(function, name: str) -> None:
                 else function.__code__.co_firstlineno
             )
             raise SampleError(
-                f"{name}, line {line}: {function.__name__} raises an exception; numba-cuda cannot raise "
-                "from a device function that returns a float to the library: return a value (NaN, say) instead"
+                f"{name}, line {line}: {function.__name__} raises an exception; numba-cuda "
+                "cannot raise from a device function that returns a float to the library: "
+                "return a value (NaN, say) instead"
             )
 
 
@@ -210,7 +217,8 @@ def numba_errors(name: str):
 
 
 def numba_message(text: str, name: str) -> str:
-    """numba's first reason and the plug-in's line it points at, without the list of overloads it tried."""
+    """numba's first reason and the plug-in's line it points at, without the list of overloads it
+    tried."""
     reasons = [
         line
         for line in text.splitlines()

@@ -25,9 +25,9 @@ from exit_codes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_WAIVED, SampleError, 
 
 SAMPLE = "jitLtoLinking"
 UTILITIES = {  # the modules of Utilities/: one missing is the folder's problem, not an install's
-    "benchmark_table", "build_report", "command_line", "compile_cache", "cuda_samples_utils", "emitted_files",
-    "exit_codes", "gpu_session", "nvidia_tools", "plugin_files", "python_plugins", "run_record", "staging",
-    "timeline", "toolchain", "user_caches", "verification",
+    "benchmark_table", "build_report", "command_line", "compile_cache", "cuda_samples_utils",
+    "emitted_files", "exit_codes", "gpu_session", "nvidia_tools", "plugin_files", "python_plugins",
+    "run_record", "staging", "timeline", "toolchain", "user_caches", "verification",
 }  # fmt: skip
 RECORD_LIMIT = 64 << 20  # bytes: an earlier record is far smaller
 
@@ -57,7 +57,10 @@ def startup(prog: str, here: Path):
 def import_problem(exc: ImportError, prog: str, here: Path) -> str:
     """What a failed import means: a file of Utilities/ missing, or a package to install."""
     if exc.name in UTILITIES:
-        return f"the Utilities/ folder next to {prog} is missing or incomplete ({exc}); restore it from the sample"
+        return (
+            f"the Utilities/ folder next to {prog} is missing or incomplete ({exc}); "
+            "restore it from the sample"
+        )
     return f"{exc}: a package is missing or broken; {install_hint(here)}"
 
 
@@ -67,7 +70,8 @@ class OutputFailed(SampleError):
 
 class GuardedOutput:
     """Standard output whose failed writes become one OutputFailed, instead of a traceback from
-    whichever print met them; what is left goes to /dev/null, so Python's last flush cannot fail."""
+    whichever print met them; what is left goes to /dev/null, so Python's last flush cannot
+    fail."""
 
     def __init__(self, stream):
         self.stream = stream
@@ -84,15 +88,20 @@ class GuardedOutput:
         except OSError as exc:
             with contextlib.suppress(OSError, ValueError):
                 os.dup2(os.open(os.devnull, os.O_WRONLY), self.stream.fileno())
-            reason = "it was closed" if isinstance(exc, BrokenPipeError) else exc.strerror or str(exc)
-            raise OutputFailed(f"standard output could not be written ({reason}); the run stopped there") from None
+            reason = (
+                "it was closed" if isinstance(exc, BrokenPipeError) else exc.strerror or str(exc)
+            )
+            raise OutputFailed(
+                f"standard output could not be written ({reason}); the run stopped there"
+            ) from None
 
     def __getattr__(self, name: str):
         return getattr(self.stream, name)
 
 
 def json_path_in(argv) -> str | None:
-    """--json PATH as given, read before the full command line is (so Ctrl-C at any moment writes it)."""
+    """--json PATH as given, read before the full command line is (so Ctrl-C at any moment
+    writes it)."""
     parser = argparse.ArgumentParser(add_help=False)
     parser.add_argument("--json")
     with contextlib.suppress(SystemExit):
@@ -102,7 +111,8 @@ def json_path_in(argv) -> str | None:
 
 
 class Run:
-    """One run's record: its clock, builds and JSON document; a failure inside becomes one message and an exit code.
+    """One run's record: its clock, builds and JSON document; a failure inside becomes one message
+    and an exit code.
 
     Leaving the `with` block releases what the run holds (the GPU's buffers,
     its stream), prints a SampleError as one line on standard error (Ctrl-C as
@@ -125,7 +135,8 @@ class Run:
     def __enter__(self) -> Run:
         if sys.stdout is not None:
             sys.stdout = GuardedOutput(sys.stdout)
-        if self.json_path == "-":  # standard output carries the JSON; the story goes to standard error
+        # standard output carries the JSON; the story goes to standard error
+        if self.json_path == "-":
             self._redirect.__enter__()
         return self
 
@@ -162,9 +173,13 @@ class Run:
                 error = failed
         handled = self.explain(error)
         sys.stdout = self._stdout
-        if error is not None:  # a failure's traceback holds the failed step's objects (a Program, a
-            gc.collect()  # Linker) in a reference cycle: free them now, not at interpreter exit
-        self.record.update(builds=[build.summary() for build in self.builds], exit_code=self.exit_code)
+        if error is not None:
+            # a failure's traceback holds the failed step's objects (a Program, a Linker) in a
+            # reference cycle: free them now, not at interpreter exit
+            gc.collect()
+        self.record.update(
+            builds=[build.summary() for build in self.builds], exit_code=self.exit_code
+        )
         self.record["timings_s"] = {**self.clock.seconds, "total": self.clock.total()}
         try:
             write_json(self.record, self.json_path, self._stdout)
@@ -174,7 +189,8 @@ class Run:
         return handled
 
     def explain(self, error) -> bool:
-        """Say what ended the run, set the exit code; whether the error is handled (False: a bug, re-raised)."""
+        """Say what ended the run, set the exit code; whether the error is handled (False: a bug,
+        re-raised)."""
         if error is None:
             return True
         if isinstance(error, SystemExit):  # argparse's usage error, said already; no record yet
@@ -187,7 +203,9 @@ class Run:
             self.say("interrupted")
             self.exit_code = EXIT_INTERRUPTED
         elif isinstance(error, ImportError):  # a package loaded only when needed (CuPy, numba-cuda)
-            self.say(f"error: {import_problem(error, self.prog, Path(sys.argv[0]).resolve().parent)}")
+            self.say(
+                f"error: {import_problem(error, self.prog, Path(sys.argv[0]).resolve().parent)}"
+            )
         else:
             return False
         return True
@@ -209,7 +227,8 @@ def exit_now(code: int) -> None:
 
 
 def is_record(path: Path) -> bool:
-    """Whether `path` holds a --json record of this sample (or nothing at all), so it may be replaced."""
+    """Whether `path` holds a --json record of this sample (or nothing at all), so it may be
+    replaced."""
     try:
         if not path.is_file() or path.stat().st_size > RECORD_LIMIT:
             return False
@@ -244,8 +263,9 @@ def write_json(record: dict, path: str | None, stdout) -> None:
                 f"--json {path}: the file exists and is not a --json record of this sample"
             )
         else:
-            with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=target.parent, prefix=f".{target.name}.",
-                                             delete=False) as file:  # fmt: skip
+            with tempfile.NamedTemporaryFile(
+                "w", encoding="utf-8", dir=target.parent, prefix=f".{target.name}.", delete=False
+            ) as file:
                 temporary = Path(file.name)
                 file.write(text)
             os.replace(temporary, target)

@@ -35,7 +35,8 @@ def piece(chunk: int) -> int:
 
 
 class DeviceCopies:
-    """Asynchronous copies between a CuPy array and pinned host buffers, queued on one CuPy stream."""
+    """Asynchronous copies between a CuPy array and pinned host buffers, queued on one CuPy
+    stream."""
 
     def __init__(self, cupy_stream):
         self.stream = cupy_stream
@@ -63,7 +64,8 @@ class DeviceCopies:
 
 
 class HostCopies:
-    """The same interface for a NumPy array standing in for a device array: copies finish at once."""
+    """The same interface for a NumPy array standing in for a device array: copies finish at
+    once."""
 
     def buffer(self, count: int, dtype=np.float32) -> np.ndarray:
         return np.empty(count, dtype=dtype)
@@ -96,11 +98,11 @@ def copy_on_every_core(pool, out: np.ndarray, source: np.ndarray, size: int) -> 
 
 
 def upload(host_array: np.ndarray, device_array, cupy_stream, chunk: int = CHUNK_ELEMENTS) -> None:
-    """Copy host_array into device_array through two reused pinned buffers: fill one while the other travels."""
+    """Copy host_array into device_array through two reused pinned buffers: fill one while the
+    other travels."""
     copies = copies_for(device_array, cupy_stream)
-    chunk = max(
-        1, min(chunk, host_array.size)
-    )  # pinning memory is slow: no bigger buffers than needed
+    # pinning memory is slow: no bigger buffers than needed
+    chunk = max(1, min(chunk, host_array.size))
     buffers = [copies.buffer(chunk, host_array.dtype) for _ in range(2)]
     sent = [copies.event() for _ in range(2)]
     with concurrent.futures.ThreadPoolExecutor(cores()) as pool:

@@ -32,7 +32,8 @@ class Lap:
 
 
 class Timeline:
-    """Wall time of the run by phase, counted from the start of the process (the first run in it)."""
+    """Wall time of the run by phase, counted from the start of the process (the first run in
+    it)."""
 
     first = True  # a later run in the same process counts from its own start
 

@@ -23,13 +23,24 @@ import emitted_files
 from build_report import Build
 from cuda.bindings import nvjitlink
 from cuda.core import ObjectCode
-from cuda_samples_utils import SampleError, UsageError, check_device_index, driver_version, list_devices
+from cuda_samples_utils import (
+    SampleError,
+    UsageError,
+    check_device_index,
+    driver_version,
+    list_devices,
+)
 from nvidia_tools import check_libraries, clean, cuda_headers, tool_errors, versions
 
 PTX_NEEDS_A_DRIVER = (
-    "cuda.core asks the CUDA driver for its version before compiling to PTX, and this machine has no driver"
+    "cuda.core asks the CUDA driver for its version before compiling to PTX, and this machine has "
+    "no driver"
 )
-LOADERS = {"ptx": ObjectCode.from_ptx, "ltoir": ObjectCode.from_ltoir, "cubin": ObjectCode.from_cubin}
+LOADERS = {
+    "ptx": ObjectCode.from_ptx,
+    "ltoir": ObjectCode.from_ltoir,
+    "cubin": ObjectCode.from_cubin,
+}
 
 
 @dataclass
@@ -75,9 +86,8 @@ class Toolchain:
         self.attached = 0  # compiles[:attached] belong to a build already
         self.notes: set = set()
         self.shipped_library, self.shipped_from = None, args.library
-        if (
-            args.library_ltoir
-        ):  # --library: the library's LTO-IR as it ships, read and checked already
+        # --library: the library's LTO-IR as it ships, read and checked already
+        if args.library_ltoir:
             self.shipped_library = Compiled(
                 None, code=ObjectCode.from_ltoir(args.library_ltoir, name=args.library)
             )
@@ -104,7 +114,8 @@ class Toolchain:
 
     @contextlib.contextmanager
     def linking(self, kind: str, plugin, options, *inputs):
-        """Around one link of `inputs` with LinkerOptions `options`: the build of `kind` for `plugin`."""
+        """Around one link of `inputs` with LinkerOptions `options`: the build of `kind` for
+        `plugin`."""
         build = self.new_build(kind, plugin)
         build.inputs = list(inputs)
         if self.shipped_library and any(code is self.shipped_library.code for code in inputs):
@@ -188,8 +199,8 @@ class Toolchain:
                 self.notes.add("driver")
                 version = driver_version()
                 driver = f"this driver (CUDA {version})" if version else "this driver"
-                print(f"  note: {driver} could not load PTX from this newer NVRTC itself; it does not need "
-                      "to: nvJitLink turns the PTX into a cubin")  # fmt: skip
+                print(f"  note: {driver} could not load PTX from this newer NVRTC itself; it does "
+                      "not need to: nvJitLink turns the PTX into a cubin")  # fmt: skip
 
 
 def options_for(module, options):

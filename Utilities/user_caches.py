@@ -50,13 +50,14 @@ def keep_caches_writable(prog: str) -> None:
         moved.append("XDG_CACHE_HOME")
     if not moved:
         return
-    private = tempfile.mkdtemp(prefix="jitLtoLinking-caches-")  # mode 0700: no other user can plant files
+    # mode 0700: no other user can plant files
+    private = tempfile.mkdtemp(prefix="jitLtoLinking-caches-")
     PRIVATE.append(private)
     atexit.register(remove_private)
     for variable in moved:
         os.environ[variable] = os.path.join(private, variable.lower())
     print(
-        f"{prog}: note: {home} cannot be written, so CuPy's and NVRTC's caches are in {private} for this "
-        f"run; set {' and '.join(moved)} to a folder of yours to keep them",
+        f"{prog}: note: {home} cannot be written, so CuPy's and NVRTC's caches are in {private} "
+        f"for this run; set {' and '.join(moved)} to a folder of yours to keep them",
         file=sys.stderr,
     )

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Copyright (c) 2026, the jitLtoLinking authors
-"""Checking a float32 device array element by element, in bounded host memory, at the machine's speed.
+"""Checking a float32 device array element by element, in bounded host memory, at the
+machine's speed.
 
 The output is first filled with a NaN no arithmetic makes (`poison`), so an
 element the kernel never wrote fails. `verify` copies the array chunk by
@@ -33,7 +34,9 @@ STAGING_BUFFERS = 3
 class Verification:
     """The outcome of checking `checked` elements."""
 
-    method: str  # "reference" (NumPy), "cpu-compiled" (the function built for the CPU), "cross-check" (two GPU results)
+    # "reference" (NumPy), "cpu-compiled" (the function built for the CPU), "cross-check" (two
+    # GPU results)
+    method: str
     checked: int = 0
     bad: int = 0
     unwritten: int = 0
@@ -72,7 +75,8 @@ class Verification:
 
 
 def poison(device_array, stream) -> None:
-    """Fill a float32 CuPy array with POISON_BITS, with cuda.core's 4-byte Buffer.fill on `stream`."""
+    """Fill a float32 CuPy array with POISON_BITS, with cuda.core's 4-byte Buffer.fill on
+    `stream`."""
     view = Buffer.from_handle(device_array.data.ptr, device_array.nbytes, owner=device_array)
     view.fill(struct.pack("<I", POISON_BITS), stream=stream)
 
@@ -95,7 +99,8 @@ def compare(
     method: str,
     work: Workspace | None = None,
 ) -> Verification:
-    """Element-wise |got - want| <= atol + rtol * |want|, NaN-aware; a poisoned element is always wrong.
+    """Element-wise |got - want| <= atol + rtol * |want|, NaN-aware; a poisoned element is always
+    wrong.
 
     The arithmetic runs in place in `work` (a fresh Workspace if none is given):
     a few passes over memory, no temporaries. NaN fails `error <= limit`
@@ -108,9 +113,8 @@ def compare(
     np.abs(np.subtract(got, want, out=error), out=error)
     largest = float(error.max(initial=0.0))  # NaN if any error is NaN
     result = Verification(method, checked=size, max_error=largest, rtol=rtol, atol=atol)
-    if largest <= np.float32(
-        atol
-    ):  # the usual case: every limit is at least atol, so all pass (3 passes, not 8)
+    # the usual case: every limit is at least atol, so all pass (3 passes, not 8)
+    if largest <= np.float32(atol):
         return result
     result.max_error = _largest_finite(error)
     np.add(np.multiply(np.abs(want, out=limit), rtol, out=limit), atol, out=limit)
@@ -122,9 +126,8 @@ def compare(
 
 def _largest_finite(error: np.ndarray) -> float:
     """The largest finite value of error (0.0 if none), in one pass in the usual case."""
-    largest = float(
-        np.fmax.reduce(error, initial=0.0)
-    )  # fmax skips NaNs, where max would return one
+    # fmax skips NaNs, where max would return one
+    largest = float(np.fmax.reduce(error, initial=0.0))
     if np.isinf(largest):  # an infinity in got or want: rare, so a second pass is affordable
         largest = float(error[np.isfinite(error)].max(initial=0.0))
     return largest
@@ -133,7 +136,8 @@ def _largest_finite(error: np.ndarray) -> float:
 def _judge_suspects(
     got: np.ndarray, want: np.ndarray, suspects: np.ndarray, result: Verification
 ) -> None:
-    """Set bad, unwritten and first_bad from the elements (at indices `suspects`) that failed error <= limit."""
+    """Set bad, unwritten and first_bad from the elements (at indices `suspects`) that failed
+    error <= limit."""
     g, w = got[suspects], want[suspects]
     unwritten = (g.view(np.uint32) == POISON_BITS) | (w.view(np.uint32) == POISON_BITS)
     # NaN in both is a match (a plug-in may return NaN); NaN in one only, or poison, is not.
@@ -144,7 +148,8 @@ def _judge_suspects(
 
 
 class _Staging:
-    """Pinned host buffers for one chunk in flight, and the event that says its copies have landed."""
+    """Pinned host buffers for one chunk in flight, and the event that says its copies have
+    landed."""
 
     def __init__(self, copies, chunk: int, cross_check: bool):
         self.got = copies.buffer(chunk)
@@ -169,13 +174,17 @@ def verify(device_out, expected, cupy_stream, method: str, rtol: float = 1e-5, a
     for a cross-check) and a Workspace per core, whatever device_out's size.
     """
     total = Verification(method, rtol=rtol, atol=atol)
-    chunk = max(1, min(chunk, device_out.size))  # pinning memory is slow: no bigger buffers than needed
+    # pinning memory is slow: no bigger buffers than needed
+    chunk = max(1, min(chunk, device_out.size))
     chunks = list(chunk_ranges(device_out.size, chunk))
     copies = copies_for(device_out, cupy_stream)
     cross_check = not callable(expected)
-    staged = [_Staging(copies, chunk, cross_check) for _ in range(min(STAGING_BUFFERS, len(chunks)))]
+    staged = [
+        _Staging(copies, chunk, cross_check) for _ in range(min(STAGING_BUFFERS, len(chunks)))
+    ]
     size = piece(chunk)
-    threads = -(-chunk // size)  # one per piece of a chunk: every core for a large array, one for a small
+    # one per piece of a chunk: every core for a large array, one for a small
+    threads = -(-chunk // size)
     works = [Workspace(size) for _ in range(threads)]
     progress = Progress("verify", device_out.size)
 
@@ -205,9 +214,12 @@ def verify(device_out, expected, cupy_stream, method: str, rtol: float = 1e-5, a
                 fetch(k)
             for k, (start, stop) in enumerate(chunks):
                 stage = staged[k % len(staged)]
-                copies.wait(stage.ready)  # chunk k has landed; the ones after it are still travelling
+                # chunk k has landed; the ones after it are still travelling
+                copies.wait(stage.ready)
                 pieces = list(chunk_ranges(stop - start, size))
-                parts = [pool.submit(check, stage, start, i, a, b) for i, (a, b) in enumerate(pieces)]
+                parts = [
+                    pool.submit(check, stage, start, i, a, b) for i, (a, b) in enumerate(pieces)
+                ]
                 for (a, _), part in zip(pieces, parts):
                     total.merge(start + a, part.result())  # in order, so first_bad is the first one
                 if k + len(staged) < len(chunks):
