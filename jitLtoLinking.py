@@ -17,15 +17,12 @@
 A GPU library compiles its kernel once; a user hands it a device function,
 `user_transform`, as a plug-in; the two are linked at run time. You will learn:
 
-* [1] PTX linking: compiling two translation units on their own with cuda.core
-  `Program` (NVRTC) to relocatable PTX, and linking them with `Linker` (nvJitLink);
-* [2] LTO: compiling them to LTO-IR instead and linking with link-time
-  optimization, which inlines the plug-in into the kernel, as the built code shows;
-* [3] swapping the plug-in: linking the library's LTO-IR again, without compiling
-  the library again;
+* [1] PTX linking: two translation units compiled on their own by `Program`
+  (NVRTC) to relocatable PTX, then linked by `Linker` (nvJitLink);
+* [2] LTO: the same compiled to LTO-IR and linked with link-time optimization,
+  which inlines the plug-in into the kernel, as the built code shows;
+* [3] a plug-in swap: the library's LTO-IR linked again, not compiled again;
 * launching the linked kernel on a stream CuPy shares, and checking every element.
-
-Run `python jitLtoLinking.py --help` for the options.
 """
 
 from __future__ import annotations
@@ -37,11 +34,11 @@ from pathlib import Path
 PROG = "jitLtoLinking.py"
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE / "Utilities"))  # the sample's instruments ship beside it
-try:
-    import run_record  # first: it turns whatever goes wrong below into one message
+try:  # first: it turns whatever goes wrong below into one message
+    import run_record
 except ImportError as missing:
     sys.exit(f"{PROG}: error: the Utilities/ folder next to {PROG} is missing or incomplete "
-             f"({missing}); restore it from the sample")  # fmt: skip
+             f"(no module {missing.name})")
 
 with run_record.startup(PROG, HERE):  # a package missing or Ctrl-C: one line and the exit code
     import numpy as np
@@ -159,9 +156,8 @@ def ptx_linking(tools, plugins: list[Plugin], gpu) -> None:
         with tools.compiling(plugin, options, "ptx") as user:
             program = Program(plugin.source, "c++", user.options)
             user.code = user.ready or program.compile("ptx", logs=user.log)  # log: NVRTC's warnings
-        # nvJitLink turns each PTX module into machine code (ptxas), then links
-        # them: user_transform stays a function that the kernel calls. no_cache:
-        # nvJitLink does not reuse an earlier run's work, so the link time is this run's.
+        # nvJitLink turns each PTX module into machine code (ptxas), then links them:
+        # user_transform stays a function the kernel calls. no_cache: no earlier run's work.
         link_options = LinkerOptions(arch=arch, no_cache=True)
         with tools.linking("ptx", plugin, link_options, library.code, user.code) as build:
             build.code = build.ready or Linker(*build.inputs, options=link_options).link("cubin")
@@ -170,8 +166,7 @@ def ptx_linking(tools, plugins: list[Plugin], gpu) -> None:
 
 
 def lto_linking(tools, plugins: list[Plugin], gpu):
-    """[2] Library and plug-in compiled to LTO-IR; nvJitLink optimizes them as one program.
-    Returns the library's LTO-IR, for step [3]."""
+    """[2] Both compiled to LTO-IR, optimized as one program; returns the library's LTO-IR."""
     print("\n[2] LTO linking (link-time optimization)")
     arch = tools.arch
     # -dlto: NVRTC emits LTO-IR, the optimizer's own input, instead of PTX, so
@@ -205,7 +200,6 @@ def plugin_swap(tools, library_ltoir, gpu) -> None:
     with tools.linking("swap", SWAP_PLUGIN, link_options, library_ltoir, swap.code) as build:
         build.code = build.ready or Linker(*build.inputs, options=link_options).link("cubin")
     build.kernel = build.code.get_kernel("apply_transform") if gpu else None
-    # The report says what NVRTC compiled in this step: the plug-in, not the library.
     check(tools, build, SWAP_PLUGIN, gpu, note=tools.swap_line(build, LIBRARY))
 
 
@@ -224,7 +218,8 @@ def swap_reference(x: np.ndarray) -> np.ndarray:
 
 
 LIBRARY = Plugin("library.cu", LIBRARY_SOURCE)  # compiled as plug-ins are, but defines the kernel
-DEFAULT_PLUGIN = Plugin.cuda("default_plugin.cu", DEFAULT_PLUGIN_SOURCE, PLUGIN_CONTRACT, default_reference)
+DEFAULT_PLUGIN = Plugin.cuda("default_plugin.cu", DEFAULT_PLUGIN_SOURCE, PLUGIN_CONTRACT,
+                             default_reference)
 SWAP_PLUGIN = Plugin.cuda("swap_plugin.cu", SWAP_PLUGIN_SOURCE, PLUGIN_CONTRACT, swap_reference)
 
 
@@ -351,7 +346,5 @@ def benchmark(tools, plugins: list[Plugin], gpu) -> None:
     table.time_copy()
 
 
-if __name__ == "__main__":
-    # Everything the run held is given back, and every file written, before its last line:
-    # the process ends there, not after Python has torn down each module it loaded.
+if __name__ == "__main__":  # all given back and written by the last line: the process ends there
     run_record.exit_now(main(leaving=True))

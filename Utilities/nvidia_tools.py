@@ -26,7 +26,6 @@ _COLOURS = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _CONTROL_BYTES = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
 
-@functools.cache
 def cuda_headers() -> dict:
     """ProgramOptions that find CUDA's headers (<cuda_fp16.h>, ...) in the installed wheels.
 
@@ -34,10 +33,15 @@ def cuda_headers() -> dict:
     cuda.pathfinder finds the folder that pip installed them to.
     """
     try:
-        if nvrtc_version() >= (13, 3):
-            return {"use_bundled_headers": True}
+        return _cuda_headers()
     except Exception:  # noqa: BLE001 -- NVRTC cannot be loaded: check_libraries() says so
         return {}
+
+
+@functools.cache  # found once per process; a failure is not kept
+def _cuda_headers() -> dict:
+    if nvrtc_version() >= (13, 3):
+        return {"use_bundled_headers": True}
     folder = find_nvidia_header_directory("cudart")
     return {"include_path": [folder]} if folder else {}
 
