@@ -156,9 +156,9 @@ def ptx_linking(tools, plugins: list[Plugin], gpu) -> None:
         with tools.compiling(plugin, options, "ptx") as user:
             program = Program(plugin.source, "c++", user.options)
             user.code = user.ready or program.compile("ptx", logs=user.log)  # log: NVRTC's warnings
-        # nvJitLink turns each PTX module into machine code (ptxas), then links them:
-        # user_transform stays a function the kernel calls. no_cache: no earlier run's work.
-        link_options = LinkerOptions(arch=arch, no_cache=True)
+        # nvJitLink turns each PTX module into machine code (ptxas), then links
+        # them: user_transform stays a function that the kernel calls.
+        link_options = LinkerOptions(arch=arch)
         with tools.linking("ptx", plugin, link_options, library.code, user.code) as build:
             build.code = build.ready or Linker(*build.inputs, options=link_options).link("cubin")
         build.kernel = build.code.get_kernel("apply_transform") if gpu else None
@@ -181,7 +181,7 @@ def lto_linking(tools, plugins: list[Plugin], gpu):
         with tools.compiling(plugin, options, "ltoir") as user:
             program = Program(plugin.source, "c++", user.options)
             user.code = user.ready or program.compile("ltoir", logs=user.log)
-        link_options = LinkerOptions(arch=arch, link_time_optimization=True, no_cache=True)
+        link_options = LinkerOptions(arch=arch, link_time_optimization=True)
         with tools.linking("lto", plugin, link_options, library.code, user.code) as build:
             build.code = build.ready or Linker(*build.inputs, options=link_options).link("cubin")
         build.kernel = build.code.get_kernel("apply_transform") if gpu else None
@@ -196,7 +196,7 @@ def plugin_swap(tools, library_ltoir, gpu) -> None:
     options = ProgramOptions(arch=arch, relocatable_device_code=True, link_time_optimization=True)
     with tools.compiling(SWAP_PLUGIN, options, "ltoir") as swap:
         swap.code = swap.ready or Program(SWAP_PLUGIN.source, "c++", options).compile("ltoir")
-    link_options = LinkerOptions(arch=arch, link_time_optimization=True, no_cache=True)
+    link_options = LinkerOptions(arch=arch, link_time_optimization=True)
     with tools.linking("swap", SWAP_PLUGIN, link_options, library_ltoir, swap.code) as build:
         build.code = build.ready or Linker(*build.inputs, options=link_options).link("cubin")
     build.kernel = build.code.get_kernel("apply_transform") if gpu else None
@@ -316,7 +316,7 @@ def whole_program(tools, plugin: Plugin, gpu) -> Build:
 def half_lto(tools, plugin: Plugin, library_ptx, plugin_ltoir, gpu) -> Build:
     """The trap: the library as PTX and only the plug-in as LTO-IR. It links, and inlines
     nothing, because nvJitLink optimizes across the LTO-IR inputs and only those."""
-    link_options = LinkerOptions(arch=tools.arch, link_time_optimization=True, no_cache=True)
+    link_options = LinkerOptions(arch=tools.arch, link_time_optimization=True)
     with tools.linking("half-LTO", plugin, link_options, library_ptx, plugin_ltoir) as build:
         build.code = build.ready or Linker(*build.inputs, options=link_options).link("cubin")
     build.kernel = build.code.get_kernel("apply_transform") if gpu else None

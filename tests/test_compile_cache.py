@@ -61,7 +61,7 @@ def test_a_changed_linker_option_is_a_link_miss(tmp_path):
     library = sample.lto_linking(tools, [sample.DEFAULT_PLUGIN], gpu=None)
     plugin_ltoir = tools.build("lto", sample.DEFAULT_PLUGIN).inputs[1]
     for options, state in ((dict(), "hit"), (dict(max_register_count=64), "miss"), (dict(max_register_count=64), "hit")):
-        link_options = sample.LinkerOptions(arch=ARCH, link_time_optimization=True, no_cache=True, **options)
+        link_options = sample.LinkerOptions(arch=ARCH, link_time_optimization=True, **options)
         with tools.linking("lto", sample.DEFAULT_PLUGIN, link_options, library, plugin_ltoir) as build:
             build.code = build.ready or sample.Linker(*build.inputs, options=link_options).link("cubin")
         assert build.link_cache["cache"] == state, options

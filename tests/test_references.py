@@ -66,12 +66,6 @@ def test_grid_is_clamped_to_a_small_device_limit():
     assert sample.grid_size(2**32 + 4097, 65535) == 65535
 
 
-def test_library_kernel_uses_64_bit_indices():
-    source = sample.LIBRARY_SOURCE
-    assert "(size_t)blockIdx.x * blockDim.x" in source and "(size_t)gridDim.x * blockDim.x" in source
-    assert "int i" not in source and "unsigned i" not in source
-
-
 def test_format_bytes():
     assert utils.format_bytes(512) == "512 bytes"
     assert utils.format_bytes(1536) == "1.5 KiB"

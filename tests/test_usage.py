@@ -370,8 +370,3 @@ def test_too_little_device_memory_says_needed_and_free():
     with pytest.raises(utils.UsageError) as error:
         utils.check_free_memory(800 * 2**30, 79 * 2**30, "--elements 100,000,000,000")
     assert "needs 800.0 GiB" in str(error.value) and "only 79.0 GiB is free" in str(error.value)
-
-
-def test_plugin_files_used_by_the_tests_exist():
-    for name in ("math_constant_template.cu", "typo.cu", "wrong_signature.cu", "syntax_error.cu", "empty.cu"):
-        assert (PLUGINS / name).is_file()
