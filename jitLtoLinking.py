@@ -49,7 +49,7 @@ with run_record.startup(PROG, HERE):  # a package missing or Ctrl-C: one line an
     import toolchain
     from build_report import Build
     from cuda_samples_utils import EXIT_FAILED, EXIT_OK
-    from plugin_files import Plugin
+    from input_files import Plugin
 
 
 # ==== Device code =============================================================

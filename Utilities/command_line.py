@@ -19,11 +19,9 @@ import compile_cache
 import emitted_files
 import nvidia_tools
 from cuda_samples_utils import UsageError
-from plugin_files import Plugin, plugin_files, same_file, shown
+from input_files import Plugin, plugin_files, read_library, same_file, shown
 from run_record import is_record
 
-LIBRARY_LIMIT = 64 << 20  # bytes: a library fragment is kilobytes to a few megabytes
-LTOIR_MAGIC = b"\xedCN\x7f"  # how NVVM's LTO-IR containers begin
 
 
 SAMPLE_FOLDER = Path(__file__).resolve().parent.parent
@@ -197,44 +195,6 @@ def path_text(text: str) -> str:
     if not text.strip():
         raise argparse.ArgumentTypeError("must name a path (got an empty one)")
     return os.path.expanduser(text)
-
-
-def read_library(path: Path) -> bytes:
-    """The bytes of --library FILE, if they are LTO-IR; ValueError saying what the file is
-    instead."""
-    try:
-        if not path.is_file():
-            raise ValueError(
-                f"--library {path}: "
-                f"{'no such file' if not path.exists() else 'is not a regular file'}"
-            )
-        with path.open("rb") as file:
-            data = file.read(LIBRARY_LIMIT + 1)
-    except OSError as exc:
-        raise ValueError(f"--library {path}: cannot be read ({exc.strerror or exc})") from None
-    if data.startswith(LTOIR_MAGIC) and len(data) <= LIBRARY_LIMIT:
-        return data
-    raise ValueError(
-        f"--library {path}: is not LTO-IR ({looks_like(data)}); give the library.ltoir that "
-        "--compile-only --arch sm_XX --emit DIR writes"
-    )
-
-
-def looks_like(data: bytes) -> str:
-    """What a file that is not LTO-IR looks like, where its first bytes tell."""
-    if len(data) > LIBRARY_LIMIT:
-        return f"larger than {LIBRARY_LIMIT >> 20} MiB"
-    kinds = {
-        b"\x7fELF": "an ELF file, such as a cubin",
-        b"\x50\xed\x55\xba": "a fatbin",
-        b"BC\xc0\xde": "LLVM bitcode",
-    }
-    for magic, kind in kinds.items():
-        if data.startswith(magic):
-            return f"it looks like {kind}"
-    if re.search(rb"^\s*\.(version|target)\b", data[:4096], re.MULTILINE):
-        return "it looks like PTX"
-    return "empty" if not data else "its first bytes are not LTO-IR's"
 
 
 # ---------------------------------------------------------------------------

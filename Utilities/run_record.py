@@ -26,7 +26,7 @@ from exit_codes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_WAIVED, SampleError, 
 SAMPLE = "jitLtoLinking"
 UTILITIES = {  # the modules of Utilities/: one missing is the folder's problem, not an install's
     "benchmark_table", "build_report", "command_line", "compile_cache", "cuda_samples_utils",
-    "emitted_files", "exit_codes", "gpu_session", "nvidia_tools", "plugin_files", "python_plugins",
+    "emitted_files", "exit_codes", "gpu_session", "nvidia_tools", "input_files", "python_plugins",
     "run_record", "staging", "timeline", "toolchain", "user_caches", "verification",
 }  # fmt: skip
 RECORD_LIMIT = 64 << 20  # bytes: an earlier record is far smaller

@@ -16,6 +16,7 @@ import time
 import pytest
 from pathlib import Path
 
+import input_files
 from helpers import ARCH, PLUGINS, ROOT, assert_clean_failure, run_sample, sample, utils, without_privileges
 
 
@@ -150,7 +151,7 @@ def test_json_naming_any_file_the_run_reads_is_refused_and_the_file_left_alone(t
     plugin = tmp_path / "mine.cu"
     plugin.write_text('#include "scale.h"\nextern "C" __device__ float user_transform(float x) { return SCALE * x; }\n')
     library = tmp_path / "library.ltoir"
-    library.write_bytes(sample.command_line.LTOIR_MAGIC + b"\0" * 64)
+    library.write_bytes(input_files.LTOIR_MAGIC + b"\0" * 64)
     target = {"the script": ROOT / "jitLtoLinking.py", "a Utilities file": ROOT / "Utilities" / "toolchain.py",
               "an included header": header, "the library file": library}[which]  # fmt: skip
     before = target.read_bytes()

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Copyright (c) 2026, the jitLtoLinking authors
-"""The plug-ins of a run: what the sample knows of each one, and reading the files --plugin names.
+"""The files a run reads: its plug-ins (what the sample knows of each one, and reading the files
+and folders --plugin names), and the library's LTO-IR that --library names.
 
 A folder stands for the plug-ins in it: every `.cu` file, and every `.py`
 file that defines `user_transform` at its top level (the other `.py` files
@@ -15,10 +16,13 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 PLUGIN_LIMIT = 1 << 20  # bytes: a plug-in is a source file, not data
+LIBRARY_LIMIT = 64 << 20  # bytes: a library fragment is kilobytes to a few megabytes
+LTOIR_MAGIC = b"\xedCN\x7f"  # how NVVM's LTO-IR containers begin
 
 
 @dataclass
@@ -177,3 +181,41 @@ def same_file(a: Path, b: Path) -> bool:
         return a.samefile(b)
     except OSError:
         return a.resolve() == b.resolve()
+
+
+def read_library(path: Path) -> bytes:
+    """The bytes of --library FILE, if they are LTO-IR; ValueError saying what the file is
+    instead."""
+    try:
+        if not path.is_file():
+            raise ValueError(
+                f"--library {path}: "
+                f"{'no such file' if not path.exists() else 'is not a regular file'}"
+            )
+        with path.open("rb") as file:
+            data = file.read(LIBRARY_LIMIT + 1)
+    except OSError as exc:
+        raise ValueError(f"--library {path}: cannot be read ({exc.strerror or exc})") from None
+    if data.startswith(LTOIR_MAGIC) and len(data) <= LIBRARY_LIMIT:
+        return data
+    raise ValueError(
+        f"--library {path}: is not LTO-IR ({looks_like(data)}); give the library.ltoir that "
+        "--compile-only --arch sm_XX --emit DIR writes"
+    )
+
+
+def looks_like(data: bytes) -> str:
+    """What a file that is not LTO-IR looks like, where its first bytes tell."""
+    if len(data) > LIBRARY_LIMIT:
+        return f"larger than {LIBRARY_LIMIT >> 20} MiB"
+    kinds = {
+        b"\x7fELF": "an ELF file, such as a cubin",
+        b"\x50\xed\x55\xba": "a fatbin",
+        b"BC\xc0\xde": "LLVM bitcode",
+    }
+    for magic, kind in kinds.items():
+        if data.startswith(magic):
+            return f"it looks like {kind}"
+    if re.search(rb"^\s*\.(version|target)\b", data[:4096], re.MULTILINE):
+        return "it looks like PTX"
+    return "empty" if not data else "its first bytes are not LTO-IR's"
