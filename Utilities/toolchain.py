@@ -79,7 +79,6 @@ class Toolchain:
         self.arch = run.record["arch"] = f"sm_{gpu.device.arch}" if gpu else compile_only_arch(args)
         self.run, self.clock = run, run.clock
         self.cache, self.emit = args.cache, args.emit
-        self.gpu_run = not args.compile_only
         self.several_plugins = len(args.plugins) > 1
         self.builds: list[Build] = run.builds  # every build, in the --json record as it is made
         self.compiles: list[dict] = []  # every compile of the run, in order

@@ -70,3 +70,13 @@ def test_format_bytes():
     assert utils.format_bytes(512) == "512 bytes"
     assert utils.format_bytes(1536) == "1.5 KiB"
     assert utils.format_bytes(80 * 2**30) == "80.0 GiB"
+
+
+def test_nvidia_s_shared_helpers_keep_their_behaviour(capsys):
+    a = np.array([1.0, 2.0], dtype=np.float32)
+    assert utils.verify_array_result(a, a + np.float32(1e-7)) is True
+    assert utils.verify_array_result(a, a + np.float32(1.0)) is False
+    assert capsys.readouterr().out.splitlines() == ["Test PASSED", "Test FAILED - Max error: 1.0"]
+    with pytest.raises(TypeError, match="both arrays to be numpy.ndarray or both cupy.ndarray"):
+        utils.verify_array_result(a, [1.0, 2.0])
+    assert utils.check_cuda_requirements() is True  # CuPy and cuda.core are installed wherever tests run
