@@ -33,7 +33,7 @@ from pathlib import Path
 
 PROG = "jitLtoLinking.py"
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE / "Utilities"))  # the sample's instruments ship beside it
+sys.path.insert(0, str(HERE / "Utilities"))  # the sample's helpers ship beside it
 try:  # first: it turns whatever goes wrong below into one message
     import run_record
 except ImportError as missing:
@@ -104,7 +104,7 @@ extern "C" __global__ void apply_transform(const float* __restrict__ in,
 
 # -----------------------------------------------------------------------------
 # The library's contract with plug-ins, put in front of every plug-in source
-# before it is compiled (as a header the library ships). With it, a plug-in
+# before it is compiled (as a header the library ships; Plugin.cuda below). With it, a plug-in
 # that defines user_transform with another signature is a compile error that
 # names user_transform; without it, LTO would link the mismatch silently.
 # -----------------------------------------------------------------------------
@@ -132,18 +132,37 @@ extern "C" __device__ float user_transform(float x)
 """
 
 
+# ==== Plug-ins and their NumPy references =====================================
+
+
+def default_reference(x: np.ndarray) -> np.ndarray:
+    """max(x*x + 3x - 1, 0) in float32, like the default plug-in."""
+    y = x * x + np.float32(3.0) * x - np.float32(1.0)
+    return np.maximum(y, np.float32(0.0), out=y)
+
+
+def swap_reference(x: np.ndarray) -> np.ndarray:
+    """tanh(x) + 0.5x in float32, like the swap plug-in."""
+    return np.tanh(x) + np.float32(0.5) * x
+
+
+LIBRARY = Plugin("library.cu", LIBRARY_SOURCE)  # compiled as plug-ins are, but defines the kernel
+DEFAULT_PLUGIN = Plugin.cuda("default_plugin.cu", DEFAULT_PLUGIN_SOURCE, PLUGIN_CONTRACT,
+                             default_reference)
+SWAP_PLUGIN = Plugin.cuda("swap_plugin.cu", SWAP_PLUGIN_SOURCE, PLUGIN_CONTRACT, swap_reference)
+
+
 # ==== The lesson: steps [1] to [3] ============================================
-# Each step writes out the options and the target of every compile and link.
-# The `with` block around each Program and Linker call times it, keeps it in
-# --cache-dir and turns a failure into one clear message; `.ready` is what that
-# cache (or numba-cuda, for a plug-in written in Python) has already made.
+# Each step writes out the options and target of every compile and link. The `with` block
+# around each call times it, keeps it in --cache-dir and turns a failure into one message;
+# `.ready` is what that cache (or numba-cuda, for a Python plug-in) has already made.
 
 
-def ptx_linking(tools, plugins: list[Plugin], gpu) -> None:
+def ptx_linking(tools, plugins: list[Plugin], gpu):
     """[1] Library and plug-in compiled on their own to relocatable PTX, then linked."""
     print("\n[1] PTX linking (no LTO)")
     if tools.skips_ptx:  # cuda.core asks the driver for its version before it makes PTX
-        return tools.skip("ptx")
+        return tools.skip("ptx")  # reported as skipped, with that reason
     arch = tools.arch  # the GPU's own architecture (or --arch with --compile-only)
     # -rdc, relocatable device code: a module may call a function that another
     # module defines; the linker fills in its address.
@@ -151,14 +170,15 @@ def ptx_linking(tools, plugins: list[Plugin], gpu) -> None:
     with tools.compiling(LIBRARY, options, "ptx") as library:
         library.code = library.ready or Program(LIBRARY_SOURCE, "c++", options).compile("ptx")
     for plugin in plugins:
-        # user.options: these options, named after the plug-in's file so that
-        # NVRTC finds its quoted #includes next to it (and CUDA's in the wheels).
+        # user.options: `options` with name= the plug-in's path (NVRTC looks for its quoted
+        # #includes next to it) and CUDA's headers; logs: NVRTC's warnings, for the report.
         with tools.compiling(plugin, options, "ptx") as user:
-            program = Program(plugin.source, "c++", user.options)
-            user.code = user.ready or program.compile("ptx", logs=user.log)  # log: NVRTC's warnings
+            user.code = user.ready or Program(plugin.source, "c++", user.options).compile(
+                "ptx", logs=user.log)
         # nvJitLink turns each PTX module into machine code (ptxas), then links
         # them: user_transform stays a function that the kernel calls.
         link_options = LinkerOptions(arch=arch)
+        # build.inputs: the two ObjectCodes this line names, library.code and user.code.
         with tools.linking("ptx", plugin, link_options, library.code, user.code) as build:
             build.code = build.ready or Linker(*build.inputs, options=link_options).link("cubin")
         build.kernel = build.code.get_kernel("apply_transform") if gpu else None
@@ -179,13 +199,13 @@ def lto_linking(tools, plugins: list[Plugin], gpu):
             library.code = library.ready or Program(LIBRARY_SOURCE, "c++", options).compile("ltoir")
     for plugin in plugins:
         with tools.compiling(plugin, options, "ltoir") as user:
-            program = Program(plugin.source, "c++", user.options)
-            user.code = user.ready or program.compile("ltoir", logs=user.log)
+            user.code = user.ready or Program(plugin.source, "c++", user.options).compile(
+                "ltoir", logs=user.log)
         link_options = LinkerOptions(arch=arch, link_time_optimization=True)
         with tools.linking("lto", plugin, link_options, library.code, user.code) as build:
             build.code = build.ready or Linker(*build.inputs, options=link_options).link("cubin")
         build.kernel = build.code.get_kernel("apply_transform") if gpu else None
-        check(tools, build, plugin, gpu, ptx=tools.build("ptx", plugin))
+        check(tools, build, plugin, gpu, ptx=tools.build("ptx", plugin))  # step [1]'s, if made
     return library.code
 
 
@@ -201,26 +221,6 @@ def plugin_swap(tools, library_ltoir, gpu) -> None:
         build.code = build.ready or Linker(*build.inputs, options=link_options).link("cubin")
     build.kernel = build.code.get_kernel("apply_transform") if gpu else None
     check(tools, build, SWAP_PLUGIN, gpu, note=tools.swap_line(build, LIBRARY))
-
-
-# ==== Plug-ins and their NumPy references =====================================
-
-
-def default_reference(x: np.ndarray) -> np.ndarray:
-    """max(x*x + 3x - 1, 0) in float32, like the default plug-in."""
-    y = x * x + np.float32(3.0) * x - np.float32(1.0)
-    return np.maximum(y, np.float32(0.0), out=y)
-
-
-def swap_reference(x: np.ndarray) -> np.ndarray:
-    """tanh(x) + 0.5x in float32, like the swap plug-in."""
-    return np.tanh(x) + np.float32(0.5) * x
-
-
-LIBRARY = Plugin("library.cu", LIBRARY_SOURCE)  # compiled as plug-ins are, but defines the kernel
-DEFAULT_PLUGIN = Plugin.cuda("default_plugin.cu", DEFAULT_PLUGIN_SOURCE, PLUGIN_CONTRACT,
-                             default_reference)
-SWAP_PLUGIN = Plugin.cuda("swap_plugin.cu", SWAP_PLUGIN_SOURCE, PLUGIN_CONTRACT, swap_reference)
 
 
 # ==== Launch and verify =======================================================
@@ -248,11 +248,11 @@ def run_kernel(build: Build, d_out, gpu) -> None:
 
 
 def check(tools, build: Build, plugin: Plugin, gpu, ptx: Build | None = None, note=None) -> Build:
-    """Report the build; on a GPU, run its kernel and check every element of the output."""
+    """Print the build's report; on a GPU, run its kernel and check every element it wrote."""
     tools.report(build, note)
     if gpu is None:
         return build
-    if plugin.checked_by == "cross-check":  # no reference: the PTX build's output is compared with
+    if plugin.checked_by == "cross-check":  # no reference: compared with the PTX build's output
         if ptx is None:
             run_kernel(build, gpu.d_out, gpu)
             print(f"  [{build.label}] launched; {plugin.name} has no reference: step [2] checks it")
