@@ -31,8 +31,8 @@ HEADERS = [
     "% of copy",
 ]
 COMPARISON = ["plug-in", "ptx ms", "lto ms", "whole ms", "half-LTO ms", "LTO speed-up",
-              "registers ptx -> lto", "lto cubin bytes", "link ms ptx / lto",
-              "lto % of copy"]  # fmt: skip
+              "registers ptx -> lto", "cubin bytes ptx -> lto", "link ms ptx / lto",
+              "% of copy ptx / lto"]  # fmt: skip
 
 
 @dataclass
@@ -151,9 +151,11 @@ def comparison(rows: list[dict]) -> list[dict]:
             "lto_speedup": ptx and lto and ptx["kernel_ms"] / lto["kernel_ms"],
             "registers_ptx": ptx.get("registers"),
             "registers_lto": lto.get("registers"),
+            "ptx_cubin_bytes": ptx.get("cubin_bytes"),
             "lto_cubin_bytes": lto.get("cubin_bytes"),
             "link_ms_ptx": ptx.get("link_ms"),
             "link_ms_lto": lto.get("link_ms"),
+            "ptx_percent_of_copy": ptx.get("percent_of_copy"),
             "lto_percent_of_copy": lto.get("percent_of_copy"),
         })  # fmt: skip
     return out
@@ -193,9 +195,9 @@ def comparison_cells(row: dict) -> list:
         number(row["half_lto_ms"], 4),
         None if not row["lto_speedup"] else f"{row['lto_speedup']:.2f}x",
         f"{row['registers_ptx']} -> {row['registers_lto']}",
-        number(row["lto_cubin_bytes"], 0),
+        f"{number(row['ptx_cubin_bytes'], 0)} -> {number(row['lto_cubin_bytes'], 0)}",
         f"{number(row['link_ms_ptx'], 1)} / {number(row['link_ms_lto'], 1)}",
-        number(row["lto_percent_of_copy"], 1),
+        f"{number(row['ptx_percent_of_copy'], 1)} / {number(row['lto_percent_of_copy'], 1)}",
     ]
 
 
