@@ -40,7 +40,7 @@ except ImportError as missing:
     sys.exit(f"{PROG}: error: the Utilities/ folder next to {PROG} is missing or incomplete "
              f"(no module {missing.name})")
 
-with run_record.startup(PROG, HERE):  # a package missing or Ctrl-C: one line and the exit code
+with run_record.startup(PROG):  # a package missing or Ctrl-C: one line and the exit code
     import numpy as np
     from cuda.core import LaunchConfig, Linker, LinkerOptions, Program, ProgramOptions, launch
 

@@ -20,11 +20,10 @@ import emitted_files
 import nvidia_tools
 from cuda_samples_utils import UsageError
 from input_files import Plugin, plugin_files, read_library, same_file, shown
-from run_record import is_record
+from run_record import SAMPLE_FOLDER, is_record
 
 
 
-SAMPLE_FOLDER = Path(__file__).resolve().parent.parent
 
 
 def read(argv, run, default_plugin: Plugin, contract: str) -> argparse.Namespace:

@@ -153,22 +153,16 @@ def look_up(cache, key: bytes) -> Visit:
     visit = Visit(key=key, record={"cache": "miss"})
     try:
         entry = cache.get(key)
+        why = ""
     except OSError as exc:  # DamagedEntry, or an entry that cannot be read
-        visit.record["note"] = (
-            f"a damaged entry was found ({exc.strerror or exc}); built again and replaced"
-        )
+        entry, why = None, f" ({exc.strerror or exc})"
+    payload, saved_ms = unpack(key, entry) if entry is not None else (None, 0.0)
+    if payload is not None:
+        visit.payload, visit.record = payload, {"cache": "hit", "saved_ms": saved_ms}
+    elif entry is not None or why:
+        visit.record["note"] = f"a damaged entry was found{why}; built again and replaced"
         with contextlib.suppress(KeyError, OSError):
             del cache[key]
-        return visit
-    if entry is None:
-        return visit
-    payload, saved_ms = unpack(key, entry)
-    if payload is None:
-        visit.record["note"] = "a damaged entry was found; built again and replaced"
-        with contextlib.suppress(KeyError, OSError):
-            del cache[key]
-        return visit
-    visit.payload, visit.record = payload, {"cache": "hit", "saved_ms": saved_ms}
     return visit
 
 

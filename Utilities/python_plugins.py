@@ -33,11 +33,9 @@ from pathlib import Path
 from cuda.core import ObjectCode
 from cuda_samples_utils import SampleError
 from nvidia_tools import clean
+from run_record import SAMPLE_FOLDER
 
-INSTALL = (
-    "python -m pip install -r "
-    f"{Path(__file__).resolve().parent.parent / 'requirements-python-plugins.txt'}"
-)
+INSTALL = f"python -m pip install -r {SAMPLE_FOLDER / 'requirements-python-plugins.txt'}"
 try:
     import numba
     from numba import cuda, float32

@@ -32,21 +32,21 @@ UTILITIES = {  # the modules of Utilities/: one missing is the folder's problem,
 RECORD_LIMIT = 64 << 20  # bytes: an earlier record is far smaller
 
 
-def install_hint(here: Path) -> str:
-    return (
-        f"install what the sample needs with: python -m pip install -r {here / 'requirements.txt'}"
-    )
+SAMPLE_FOLDER = Path(__file__).resolve().parent.parent  # the script's folder; Utilities/ is in it
+INSTALL_HINT = "install what the sample needs with: python -m pip install -r " + str(
+    SAMPLE_FOLDER / "requirements.txt"
+)
 
 
 @contextlib.contextmanager
-def startup(prog: str, here: Path):
+def startup(prog: str):
     """Around the script's imports: a missing package or Utilities/ file is one message (exit 1),
     Ctrl-C is exit 130 with the --json record; CuPy's and NVRTC's caches are made writable first."""
     try:
         user_caches.keep_caches_writable(prog)
         yield
     except ImportError as exc:
-        print(f"{prog}: error: {import_problem(exc, prog, here)}", file=sys.stderr)
+        print(f"{prog}: error: {import_problem(exc, prog)}", file=sys.stderr)
         sys.exit(EXIT_FAILED)
     except KeyboardInterrupt:
         with Run(prog, sys.argv[1:]) as run:
@@ -54,14 +54,14 @@ def startup(prog: str, here: Path):
         sys.exit(run.exit_code)
 
 
-def import_problem(exc: ImportError, prog: str, here: Path) -> str:
+def import_problem(exc: ImportError, prog: str) -> str:
     """What a failed import means: a file of Utilities/ missing, or a package to install."""
     if exc.name in UTILITIES:
         return (
             f"the Utilities/ folder next to {prog} is missing or incomplete ({exc}); "
             "restore it from the sample"
         )
-    return f"{exc}: a package is missing or broken; {install_hint(here)}"
+    return f"{exc}: a package is missing or broken; {INSTALL_HINT}"
 
 
 class OutputFailed(SampleError):
@@ -127,7 +127,7 @@ class Run:
         self.record: dict = {"sample": SAMPLE, "elements": None, "builds": [], "timings_s": {}}
         self.exit_code = EXIT_FAILED
         self.json_path = json_path_in(sys.argv[1:] if argv is None else argv)
-        self.install_hint = install_hint(Path(sys.argv[0]).resolve().parent)
+        self.install_hint = INSTALL_HINT
         self.held = contextlib.ExitStack()
         self._stdout = sys.stdout  # the JSON for --json - goes here, the story to standard error
         self._redirect = contextlib.redirect_stdout(sys.stderr)
@@ -204,7 +204,7 @@ class Run:
             self.exit_code = EXIT_INTERRUPTED
         elif isinstance(error, ImportError):  # a package loaded only when needed (CuPy, numba-cuda)
             self.say(
-                f"error: {import_problem(error, self.prog, Path(sys.argv[0]).resolve().parent)}"
+                f"error: {import_problem(error, self.prog)}"
             )
         else:
             return False
