@@ -28,28 +28,26 @@ A GPU library compiles its kernel once; a user hands it a device function,
 from __future__ import annotations
 
 import sys
-from dataclasses import replace
 from pathlib import Path
 
-PROG = "jitLtoLinking.py"
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE / "Utilities"))  # the sample's helpers ship beside it
-try:  # first: it turns whatever goes wrong below into one message
-    import run_record
-except ImportError as missing:
-    sys.exit(f"{PROG}: error: the Utilities/ folder next to {PROG} is missing or incomplete "
-             f"(no module {missing.name})")
+sys.path.insert(0, str(Path(__file__).resolve().parent / "Utilities"))  # the sample's helpers
+try:
+    import jitlto_run  # standard library only: it can say what goes wrong from here on
+except ImportError:
+    if __name__ != "__main__":
+        raise
+    sys.exit("jitLtoLinking.py: error: the Utilities/ folder next to jitLtoLinking.py is missing "
+             "or incomplete; restore it from the sample")
 
-with run_record.startup(PROG):  # a package missing or Ctrl-C: one line and the exit code
+with jitlto_run.startup(as_script=__name__ == "__main__"):  # a package missing, Ctrl-C: one line
     import numpy as np
-    from cuda.core import LaunchConfig, Linker, LinkerOptions, Program, ProgramOptions, launch
+    from cuda.core import LaunchConfig, Linker, LinkerOptions, ObjectCode, Program, ProgramOptions
+    from cuda.core import launch
 
-    import command_line
-    import gpu_session
-    import toolchain
-    from build_report import Build
-    from cuda_samples_utils import EXIT_FAILED, EXIT_OK
-    from input_files import Plugin
+    import cuda_samples_utils as utils
+    from jitlto_builds import Toolchain, swap_line
+    from jitlto_files import Plugin, check_outputs, parse_args
+    from jitlto_gpu import open_gpu
 
 
 # ==== Device code =============================================================
@@ -104,8 +102,8 @@ extern "C" __global__ void apply_transform(const float* __restrict__ in,
 
 # -----------------------------------------------------------------------------
 # The library's contract with plug-ins, put in front of every plug-in source
-# before it is compiled (as a header the library ships; Plugin.cuda below). With it, a plug-in
-# that defines user_transform with another signature is a compile error that
+# before it is compiled, as a header the library ships would be. With it, a plug-in that
+# defines user_transform with another signature is a compile error that
 # names user_transform; without it, LTO would link the mismatch silently.
 # -----------------------------------------------------------------------------
 PLUGIN_CONTRACT = 'extern "C" __device__ float user_transform(float x);\n'
@@ -152,75 +150,78 @@ DEFAULT_PLUGIN = Plugin.cuda("default_plugin.cu", DEFAULT_PLUGIN_SOURCE, PLUGIN_
 SWAP_PLUGIN = Plugin.cuda("swap_plugin.cu", SWAP_PLUGIN_SOURCE, PLUGIN_CONTRACT, swap_reference)
 
 
-# ==== The lesson: steps [1] to [3] ============================================
-# Each step writes out the options and target of every compile and link. The `with` block
-# around each call times it, keeps it in --cache-dir and turns a failure into one message;
-# `.ready` is what that cache (or numba-cuda, for a Python plug-in) has already made.
+# ==== The lesson: compile, then link ==========================================
+# Each function is one cuda.core call with its options written out: copy one, with the import
+# line and the sources, and it runs. `name` is what NVRTC calls the source: a plug-in file's
+# path, so that its quoted #includes are found next to it; `include_path` holds CUDA's headers.
 
 
-def ptx_linking(tools, plugins: list[Plugin], gpu):
-    """[1] Library and plug-in compiled on their own to relocatable PTX, then linked."""
+def compile_ptx(source: str, arch: str, name="library.cu", include_path=None, logs=None):
+    """[1] One module compiled on its own to relocatable PTX."""
+    # -rdc, relocatable device code: the module may call a function that another module
+    # defines (the library calls user_transform); the linker fills in its address.
+    options = ProgramOptions(arch=arch, relocatable_device_code=True, name=name,
+                             include_path=include_path)
+    return Program(source, "c++", options).compile("ptx", logs=logs)
+
+
+def link_ptx(arch: str, library_ptx: ObjectCode, plugin_ptx: ObjectCode) -> ObjectCode:
+    """[1] nvJitLink turns each PTX module into machine code (ptxas), then links them:
+    user_transform stays a function that the kernel calls."""
+    return Linker(library_ptx, plugin_ptx, options=LinkerOptions(arch=arch)).link("cubin")
+
+
+def compile_ltoir(source: str, arch: str, name="library.cu", include_path=None, logs=None):
+    """[2] One module compiled on its own to LTO-IR."""
+    # -dlto: NVRTC emits LTO-IR, the optimizer's own input, instead of PTX, so that nvJitLink
+    # can optimize across the modules and inline one into the other.
+    options = ProgramOptions(arch=arch, relocatable_device_code=True, link_time_optimization=True,
+                             name=name, include_path=include_path)
+    return Program(source, "c++", options).compile("ltoir", logs=logs)
+
+
+def link_lto(arch: str, library_ltoir: ObjectCode, plugin_ltoir: ObjectCode) -> ObjectCode:
+    """[2] and [3] nvJitLink optimizes the LTO-IR modules as one program, inlining
+    user_transform into the kernel, then makes machine code."""
+    options = LinkerOptions(arch=arch, link_time_optimization=True)
+    return Linker(library_ltoir, plugin_ltoir, options=options).link("cubin")
+
+
+# ==== The steps: each plug-in compiled, linked, launched and checked ==========
+# `tools` times each call, keeps it in --cache-dir, records it and explains a failure.
+
+
+def ptx_linking(tools, plugins: list[Plugin], gpu) -> ObjectCode | None:
+    """[1] Library and plug-ins compiled to relocatable PTX, then linked; the library's PTX."""
     print("\n[1] PTX linking (no LTO)")
-    if tools.skips_ptx:  # cuda.core asks the driver for its version before it makes PTX
-        return tools.skip("ptx")  # reported as skipped, with that reason
-    arch = tools.arch  # the GPU's own architecture (or --arch with --compile-only)
-    # -rdc, relocatable device code: a module may call a function that another
-    # module defines; the linker fills in its address.
-    options = ProgramOptions(arch=arch, relocatable_device_code=True)
-    with tools.compiling(LIBRARY, options, "ptx") as library:
-        library.code = library.ready or Program(LIBRARY_SOURCE, "c++", options).compile("ptx")
+    if utils.driver_version() is None:  # cuda.core asks the driver for its version before PTX
+        return tools.skip("ptx", "cuda.core asks the CUDA driver for its version before "
+                          "compiling to PTX, and this machine has no driver")
+    library_ptx = tools.compile(compile_ptx, LIBRARY)  # once, for every plug-in
     for plugin in plugins:
-        # user.options: `options` with name= the plug-in's path (NVRTC looks for its quoted
-        # #includes next to it) and CUDA's headers; logs: NVRTC's warnings, for the report.
-        with tools.compiling(plugin, options, "ptx") as user:
-            user.code = user.ready or Program(plugin.source, "c++", user.options).compile(
-                "ptx", logs=user.log)
-        # nvJitLink turns each PTX module into machine code (ptxas), then links
-        # them: user_transform stays a function that the kernel calls.
-        link_options = LinkerOptions(arch=arch)
-        # build.inputs: the two ObjectCodes this line names, library.code and user.code.
-        with tools.linking("ptx", plugin, link_options, library.code, user.code) as build:
-            build.code = build.ready or Linker(*build.inputs, options=link_options).link("cubin")
-        build.kernel = build.code.get_kernel("apply_transform") if gpu else None
-        check(tools, build, plugin, gpu)
+        plugin_ptx = tools.compile(compile_ptx, plugin)
+        check(tools, tools.link(link_ptx, "ptx", plugin, library_ptx, plugin_ptx), plugin, gpu)
+    return library_ptx
 
 
-def lto_linking(tools, plugins: list[Plugin], gpu):
-    """[2] Both compiled to LTO-IR, optimized as one program; returns the library's LTO-IR."""
+def lto_linking(tools, plugins: list[Plugin], gpu, shipped: ObjectCode | None) -> ObjectCode:
+    """[2] Library and plug-ins compiled to LTO-IR and linked with LTO; the library's LTO-IR."""
     print("\n[2] LTO linking (link-time optimization)")
-    arch = tools.arch
-    # -dlto: NVRTC emits LTO-IR, the optimizer's own input, instead of PTX, so
-    # that nvJitLink can optimize across the modules and inline one into the other.
-    options = ProgramOptions(arch=arch, relocatable_device_code=True, link_time_optimization=True)
-    if tools.shipped_library:  # --library FILE: the library's LTO-IR as it ships, built earlier
-        library = tools.shipped_library
-    else:
-        with tools.compiling(LIBRARY, options, "ltoir") as library:
-            library.code = library.ready or Program(LIBRARY_SOURCE, "c++", options).compile("ltoir")
+    # --library FILE: the library's LTO-IR as it ships, built once for the oldest GPU it supports
+    library_ltoir = shipped or tools.compile(compile_ltoir, LIBRARY)
     for plugin in plugins:
-        with tools.compiling(plugin, options, "ltoir") as user:
-            user.code = user.ready or Program(plugin.source, "c++", user.options).compile(
-                "ltoir", logs=user.log)
-        link_options = LinkerOptions(arch=arch, link_time_optimization=True)
-        with tools.linking("lto", plugin, link_options, library.code, user.code) as build:
-            build.code = build.ready or Linker(*build.inputs, options=link_options).link("cubin")
-        build.kernel = build.code.get_kernel("apply_transform") if gpu else None
-        check(tools, build, plugin, gpu, ptx=tools.build("ptx", plugin))  # step [1]'s, if made
-    return library.code
+        plugin_ltoir = tools.compile(compile_ltoir, plugin)
+        check(tools, tools.link(link_lto, "lto", plugin, library_ltoir, plugin_ltoir), plugin, gpu)
+    return library_ltoir
 
 
-def plugin_swap(tools, library_ltoir, gpu) -> None:
-    """[3] The library's LTO-IR from step [2] linked with another plug-in; only that is compiled."""
+def plugin_swap(tools, library_ltoir: ObjectCode, gpu) -> None:
+    """[3] The library's LTO-IR from step [2] linked with another plug-in: only that is compiled."""
     print("\n[3] Plug-in swap")
-    arch = tools.arch
-    options = ProgramOptions(arch=arch, relocatable_device_code=True, link_time_optimization=True)
-    with tools.compiling(SWAP_PLUGIN, options, "ltoir") as swap:
-        swap.code = swap.ready or Program(SWAP_PLUGIN.source, "c++", options).compile("ltoir")
-    link_options = LinkerOptions(arch=arch, link_time_optimization=True)
-    with tools.linking("swap", SWAP_PLUGIN, link_options, library_ltoir, swap.code) as build:
-        build.code = build.ready or Linker(*build.inputs, options=link_options).link("cubin")
-    build.kernel = build.code.get_kernel("apply_transform") if gpu else None
-    check(tools, build, SWAP_PLUGIN, gpu, note=tools.swap_line(build, LIBRARY))
+    swap_ltoir = tools.compile(compile_ltoir, SWAP_PLUGIN)
+    build = tools.link(link_lto, "swap", SWAP_PLUGIN, library_ltoir, swap_ltoir)
+    check(tools, build, SWAP_PLUGIN, gpu, swap_line(build, tools.builds, LIBRARY_SOURCE,
+                                                    tools.shipped_from))
 
 
 # ==== Launch and verify =======================================================
@@ -240,111 +241,111 @@ def launch_transform(kernel, stream, d_in, d_out, grid: int) -> None:
     launch(stream, config, kernel, d_in.data.ptr, d_out.data.ptr, np.uint64(d_out.size))
 
 
-def run_kernel(build: Build, d_out, gpu) -> None:
-    """Run the build's kernel over the whole input into d_out, and wait for it."""
-    grid = grid_size(d_out.size, gpu.max_grid)
-    with gpu.launching(d_out):  # NaN in d_out first: an element the kernel misses fails the check
-        launch_transform(build.kernel, gpu.stream, gpu.d_in, d_out, grid)
+def run_kernel(gpu, kernel, d_out) -> None:
+    """Run a kernel over the whole input into d_out, poisoned first, and wait for it."""
+    with gpu.record.phase("launch"):
+        gpu.poison(d_out)  # a NaN no arithmetic makes: an element the kernel misses fails
+        launch_transform(kernel, gpu.stream, gpu.d_in, d_out, grid_size(d_out.size, gpu.max_grid))
+        gpu.stream.sync()
 
 
-def check(tools, build: Build, plugin: Plugin, gpu, ptx: Build | None = None, note=None) -> Build:
+def check(tools, build, plugin: Plugin, gpu, note: str | None = None) -> None:
     """Print the build's report; on a GPU, run its kernel and check every element it wrote."""
+    build.kernel = build.code.get_kernel("apply_transform") if gpu else None
     tools.report(build, note)
     if gpu is None:
-        return build
-    if plugin.checked_by == "cross-check":  # no reference: compared with the PTX build's output
-        if ptx is None:
-            run_kernel(build, gpu.d_out, gpu)
-            print(f"  [{build.label}] launched; {plugin.name} has no reference: step [2] checks it")
-            return build
-        run_kernel(ptx, gpu.d_ref, gpu)
-    run_kernel(build, gpu.d_out, gpu)
-    tools.verify(build, plugin, gpu)
-    return build
+        return
+    if plugin.checked_by == "cross-check" and build.kind == "ptx":
+        run_kernel(gpu, build.kernel, gpu.d_out)
+        print(f"  [{build.label}] launched; {plugin.name} has no reference: step [2] checks it")
+        return
+    ptx = tools.find("ptx", plugin)  # for a plug-in without a reference, its output is expected
+    gpu.expect(plugin, lambda d_expected: run_kernel(gpu, ptx.kernel, d_expected))
+    run_kernel(gpu, build.kernel, gpu.d_out)
+    build.verification = gpu.verify(build.label, plugin)
 
 
 # ==== main: the whole run in a screenful ======================================
 
 
-def main(argv=None, leaving: bool = False) -> int:
-    """Link each plug-in into the library without and with LTO, launch, verify; the exit code.
-    leaving: the process ends after this run, so the GPU's context is given back too."""
-    with run_record.Run(PROG, argv, leaving) as run:  # a failure inside: one message, its exit code
-        args = command_line.read(argv, run, DEFAULT_PLUGIN, PLUGIN_CONTRACT)  # checked, paths too
-        gpu = None if args.compile_only else run.enter(gpu_session.open_gpu(args, run))
-        tools = toolchain.Toolchain(args, gpu, run)
+def main(argv=None) -> int:
+    """Link each plug-in into the library without and with LTO, launch, verify; the exit code."""
+    with jitlto_run.Run(argv) as run:  # a failure inside: one line, its exit code, the record
+        with run.record.phase("command line"):
+            args = parse_args(argv, DEFAULT_PLUGIN, PLUGIN_CONTRACT)  # reads every input
+            check_outputs(args, run.record)  # --json and --emit: writable, and none an input
+        gpu = None if args.compile_only else run.held.enter_context(
+            open_gpu(args.device, args.elements, run.record))
+        tools = Toolchain.for_run(args, gpu, run.record)  # arch, cache, NVRTC and nvJitLink
 
-        ptx_linking(tools, args.plugins, gpu)
-        library_ltoir = lto_linking(tools, args.plugins, gpu)
+        library_ptx = ptx_linking(tools, args.plugins, gpu)
+        library_ltoir = lto_linking(tools, args.plugins, gpu, tools.shipped_library)
         plugin_swap(tools, library_ltoir, gpu)
         if args.benchmark:
-            benchmark(tools, args.plugins, gpu)
-        run.exit_code = finish(run, args.plugins, gpu)
+            benchmark(tools, args.plugins, gpu, library_ptx)
+        run.exit_code = finish(run.record, args.plugins, gpu)
     return run.exit_code
 
 
-def finish(run, plugins: list[Plugin], gpu) -> int:
-    """Where the time went, and the last line, as the original sample prints it; the exit code."""
-    run.release()  # device memory, pinned buffers, stream and kernels go back now, not at exit
+def finish(record, plugins: list[Plugin], gpu) -> int:
+    """The last lines, as the original sample prints them; the exit code."""
     if gpu is None:
         print("\nBuilt and reported without launching. Done")
-        return EXIT_OK
-    print(f"\n{run.clock.line()}\n")
-    if not run.all_verified():
+        return jitlto_run.EXIT_OK
+    print(f"\n{record.clock_line()}\n")
+    rows = record.data.get("benchmark", {}).get("rows", [])
+    if not all(b.verification.ok for b in record.builds if b.verification) or any(
+            row["verified"] is False for row in rows):
         print("Verification FAILED: see the lines marked FAILED above")
-        return EXIT_FAILED
+        return jitlto_run.EXIT_FAILED
     unchecked = [p.name for p in plugins if p.checked_by == "cross-check"]
     how = f" (cross-checked: no NumPy reference for {', '.join(unchecked)})" if unchecked else ""
     print(f"Both PTX and LTO linked kernels produced matching results{how}. Done")
-    return EXIT_OK
+    return jitlto_run.EXIT_OK
 
 
 # ==== Benchmark: what each way of building costs at run time ==================
 
 
-def whole_program(tools, plugin: Plugin, gpu) -> Build:
-    """Library and plug-in compiled as one source: no linker, the inlining one compile gets."""
-    options = ProgramOptions(arch=tools.arch)  # no -rdc: all the kernel calls is in this source
-    whole = replace(plugin, name="whole_program.cu", source=LIBRARY_SOURCE + plugin.source)
-    with tools.compiling(whole, options, "cubin") as one:
-        one.code = one.ready or Program(whole.source, "c++", one.options).compile("cubin")
-    build = tools.unlinked("whole program", plugin, one.code)
-    build.kernel = build.code.get_kernel("apply_transform") if gpu else None
-    return tools.report(build)
-
-
-def half_lto(tools, plugin: Plugin, library_ptx, plugin_ltoir, gpu) -> Build:
-    """The trap: the library as PTX and only the plug-in as LTO-IR. It links, and inlines
-    nothing, because nvJitLink optimizes across the LTO-IR inputs and only those."""
-    link_options = LinkerOptions(arch=tools.arch, link_time_optimization=True)
-    with tools.linking("half-LTO", plugin, link_options, library_ptx, plugin_ltoir) as build:
-        build.code = build.ready or Linker(*build.inputs, options=link_options).link("cubin")
-    build.kernel = build.code.get_kernel("apply_transform") if gpu else None
-    return tools.report(build)
+def compile_whole_program(library_source: str, plugin_source: str, arch: str) -> ObjectCode:
+    """Library and plug-in compiled as one source, straight to a cubin: no linker needed."""
+    options = ProgramOptions(arch=arch)  # no -rdc: everything the kernel calls is in this source
+    return Program(library_source + plugin_source, "c++", options).compile("cubin")
 
 
 # What a user would otherwise write: CuPy's ElementwiseKernel of the default formula.
 CUPY_DEFAULT_TRANSFORM = "const float t = x * x + 3.0f * x - 1.0f; y = t > 0.0f ? t : 0.0f;"
 
 
-def benchmark(tools, plugins: list[Plugin], gpu) -> None:
-    """[4] Each plug-in's kernel as PTX-linked, LTO, whole-program and half-LTO builds, timed
-    against CuPy and a device-to-device copy: the most a kernel moving these bytes can do."""
-    import benchmark_table  # only a --benchmark run needs it
+def benchmark(tools, plugins: list[Plugin], gpu, library_ptx: ObjectCode) -> None:
+    """[4] Each plug-in's PTX, LTO, whole-program and half-LTO kernels, timed against CuPy and a
+    device-to-device copy (the most a kernel moving these bytes can do), each output verified."""
+    import jitlto_gpu
 
     print("\n[4] Benchmark")
-    grid = grid_size(gpu.d_out.size, gpu.max_grid)
-    table = benchmark_table.Table(tools, gpu, launch_transform, grid)
+    rows = []
+
+    def launch_into(kernel, d_out):
+        launch_transform(kernel, gpu.stream, gpu.d_in, d_out, grid_size(d_out.size, gpu.max_grid))
+
     for plugin in plugins:
-        ptx, lto = tools.build("ptx", plugin), tools.build("lto", plugin)
-        builds = [ptx, lto, half_lto(tools, plugin, ptx.inputs[0], lto.inputs[1], gpu)]
+        ptx, lto = tools.find("ptx", plugin), tools.find("lto", plugin)
+        # The half-LTO trap: the library as PTX, only the plug-in as LTO-IR. It links, and
+        # inlines nothing: nvJitLink optimizes across the LTO-IR inputs, and only those.
+        half = tools.link(link_lto, "half-LTO", plugin, library_ptx, lto.inputs[1])
+        builds = [ptx, lto, half]
         if not plugin.is_python:  # one source needs the plug-in in CUDA C++
-            builds.insert(2, whole_program(tools, plugin, gpu))
-        table.time_builds(plugin, builds)  # and verify each one's output
+            whole = tools.whole(compile_whole_program, plugin, LIBRARY_SOURCE)
+            builds.insert(2, whole)
+        for build in builds[2:]:
+            build.kernel = build.code.get_kernel("apply_transform")
+            tools.report(build)
+        gpu.expect(plugin, lambda d_expected: launch_into(ptx.kernel, d_expected))
+        rows += [jitlto_gpu.build_row(gpu, plugin, build, launch_into) for build in builds]
         if plugin is DEFAULT_PLUGIN:
-            table.time_cupy(plugin, CUPY_DEFAULT_TRANSFORM)
-    table.time_copy()
+            rows.append(jitlto_gpu.cupy_row(gpu, plugin, CUPY_DEFAULT_TRANSFORM))
+    tools.record.data["benchmark"] = jitlto_gpu.finish_table(gpu, rows)
 
 
-if __name__ == "__main__":  # all given back and written by the last line: the process ends there
-    run_record.exit_now(main(leaving=True))
+if __name__ == "__main__":
+    sys.exit(main())

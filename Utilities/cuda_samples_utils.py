@@ -5,11 +5,13 @@
 A superset of the `cuda_samples_utils.py` that NVIDIA's Python samples share
 (`check_cuda_requirements`, `verify_array_result`, `print_gpu_info`), with:
 
-* exit codes and the errors that carry them (usage, waived, failed),
 * finding the driver and the devices (cuda.core `Device`), checking an index
-  and free memory,
-* drawing a large random input in parallel, reproducibly,
-* timing a launch with CUDA events (median of repeats),
+  and free memory;
+* drawing a large random input in parallel, reproducibly, and filling a device
+  array from the host on every core;
+* checking a float32 array element by element against another, in chunks, on
+  the GPU for CuPy arrays (NumPy arrays work too);
+* timing a launch with CUDA events (median of repeats);
 * progress lines, byte counts and plain text tables.
 """
 
@@ -20,16 +22,14 @@ import importlib
 import os
 import sys
 import time
+from dataclasses import asdict, dataclass
 
 import numpy as np
 from cuda.bindings import driver
 from cuda.core import Device, EventOptions
 
-# Exit codes and the errors that carry them: any sample may share them.
-from exit_codes import (  # noqa: F401
-    EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, EXIT_WAIVED,
-    SampleError, UsageError, WaivedError,
-)  # fmt: skip
+# Errors that carry exit codes (usage 2, waived 77): defined with the run, standard library only.
+from jitlto_run import EXIT_WAIVED, UsageError, WaivedError
 
 # ---------------------------------------------------------------------------
 # NVIDIA's shared helpers, with the same behaviour
@@ -172,6 +172,89 @@ def standard_normal_float32(count: int, seed: int = 0) -> np.ndarray:
             done += drawn
             progress.update(done)
     return values
+
+
+def fill_on_every_core(function, host: np.ndarray, out, piece: int = 1 << 22) -> None:
+    """out[i] = function(host[i]) for every i, piece by piece on every core: `out` a device (CuPy)
+    array, the pieces computed by NumPy (which releases the GIL) and copied up as they are done."""
+
+    def fill(span: tuple[int, int]) -> None:
+        start, stop = span
+        values = function(host[start:stop])
+        if isinstance(out, np.ndarray):
+            out[start:stop] = values
+        else:
+            out[start:stop].set(values)  # from this thread's stream, synchronized below
+
+    with concurrent.futures.ThreadPoolExecutor(cores()) as pool:
+        list(pool.map(fill, chunk_ranges(host.size, piece)))  # list() raises what a piece raised
+    if not isinstance(out, np.ndarray):
+        sys.modules["cupy"].cuda.Device().synchronize()  # every thread's copies have landed
+
+
+# ---------------------------------------------------------------------------
+# Checking
+# ---------------------------------------------------------------------------
+
+# A quiet NaN with a payload no arithmetic makes: an element that still holds it after a launch
+# was never written (fill the output with it first).
+POISON_BITS = 0x7FC0DEAD
+
+
+@dataclass
+class Verification:
+    """The outcome of checking `checked` elements against what was expected."""
+
+    method: str  # "reference" (NumPy), "cpu-compiled" (numba's CPU build), "cross-check"
+    checked: int = 0
+    bad: int = 0
+    unwritten: int = 0  # bad elements that still hold POISON_BITS
+    first_bad: int | None = None
+    max_error: float = 0.0  # largest |got - want| over elements that hold numbers
+    rtol: float = 1e-5
+    atol: float = 1e-5
+
+    @property
+    def ok(self) -> bool:
+        return self.checked > 0 and self.bad == 0
+
+    def describe(self) -> str:
+        """One line for the terminal."""
+        if self.ok:
+            return f"{self.checked:,} elements checked, largest error {self.max_error:.3g}"
+        text = (f"{self.bad:,} of {self.checked:,} elements wrong, first at index "
+                f"{self.first_bad}, largest error {self.max_error:.3g}")
+        return text + (f" ({self.unwritten:,} never written)" if self.unwritten else "")
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "ok": self.ok}
+
+
+def compare(got, want, method: str, rtol: float = 1e-5, atol: float = 1e-5,
+            chunk: int = 1 << 24) -> Verification:
+    """Check float32 `got` against `want` element by element: |got - want| <= atol + rtol*|want|.
+
+    Both CuPy arrays (compared on the GPU) or both NumPy arrays, compared chunk by chunk so the
+    work buffers stay small. NaN in both is a match (a plug-in may return NaN); NaN in one only,
+    or POISON_BITS in either, is wrong.
+    """
+    xp = np if isinstance(got, np.ndarray) else sys.modules["cupy"]
+    result = Verification(method, checked=int(got.size), rtol=rtol, atol=atol)
+    for start, stop in chunk_ranges(got.size, chunk):
+        g, w = got[start:stop], want[start:stop]
+        with np.errstate(invalid="ignore"):
+            error = xp.abs(g - w)
+            unwritten = (g.view(xp.uint32) == POISON_BITS) | (w.view(xp.uint32) == POISON_BITS)
+            bad = ~(error <= atol + rtol * xp.abs(w))  # NaN is never <=: poison and NaNs land here
+            bad &= ~(xp.isnan(g) & xp.isnan(w) & ~unwritten)
+            count = int(xp.count_nonzero(bad))
+            if count and result.first_bad is None:
+                result.first_bad = start + int(xp.argmax(bad))
+            result.bad += count
+            result.unwritten += int(xp.count_nonzero(unwritten))
+            largest = xp.where(xp.isfinite(error), error, 0).max()
+            result.max_error = max(result.max_error, float(largest))
+    return result
 
 
 # ---------------------------------------------------------------------------

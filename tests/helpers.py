@@ -20,10 +20,10 @@ ARCH = "sm_90"  # an architecture NVRTC and nvJitLink build for without a GPU or
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "Utilities"))
 
-import command_line
 import cuda_samples_utils as utils
-import run_record
-import toolchain
+import jitlto_files
+import jitlto_run
+from jitlto_builds import Toolchain
 
 import jitLtoLinking as sample
 
@@ -60,28 +60,24 @@ def assert_clean_failure(result, code: int, *phrases: str) -> None:
         assert phrase in output, f"{phrase!r} not in:\n{output}"
 
 
-def make_tools(*options: str, arch: str = ARCH, cache=None):
+def make_tools(arch: str = ARCH, cache_dir=None, several_plugins: bool = False):
     """The sample's own Toolchain for a --compile-only run for `arch`, as main() makes it."""
-    args = command_line.parse_args(["--compile-only", "--arch", arch, *options], "test", sample.DEFAULT_PLUGIN,
-                                   sample.PLUGIN_CONTRACT)  # fmt: skip
-    args.cache, args.emit = cache, None
-    run = run_record.Run("test", [])
-    return toolchain.Toolchain(args, None, run)
+    return Toolchain(arch, jitlto_run.Record(None), cache_dir, None, several_plugins)
 
 
-def lto_build(plugin, cache=None, arch: str = ARCH):
+def lto_build(plugin, cache_dir=None, arch: str = ARCH):
     """Step [2] of the sample for `plugin` alone, for `arch`: the LTO build, read from its code."""
-    tools = make_tools(arch=arch, cache=cache)
-    sample.lto_linking(tools, [plugin], gpu=None)
-    return tools.build("lto", plugin), tools
+    tools = make_tools(arch, cache_dir)
+    sample.lto_linking(tools, [plugin], None, None)
+    return tools.find("lto", plugin), tools
 
 
 def cuda_plugin(path: Path):
     """A CUDA C++ plug-in file as --plugin makes it."""
-    return command_line.plugin_of(path, path.read_text(), sample.PLUGIN_CONTRACT)
+    return jitlto_files.plugin_of(path.resolve(), path.read_text(), sample.PLUGIN_CONTRACT)
 
 
 __all__ = [
     "ARCH", "EXAMPLES", "PLUGINS", "ROOT", "assert_clean_failure", "cuda_plugin", "lto_build", "make_tools",
-    "run_sample", "sample", "toolchain", "utils", "without_privileges",
+    "run_sample", "sample", "utils", "without_privileges",
 ]  # fmt: skip

@@ -31,11 +31,12 @@ import sys
 from pathlib import Path
 
 from cuda.core import ObjectCode
-from cuda_samples_utils import SampleError
-from nvidia_tools import clean
-from run_record import SAMPLE_FOLDER
+from jitlto_builds import clean
+from jitlto_run import SAMPLE_FOLDER, SampleError
 
-INSTALL = f"python -m pip install -r {SAMPLE_FOLDER / 'requirements-python-plugins.txt'}"
+REQUIREMENTS = Path(SAMPLE_FOLDER, "requirements-python-plugins.txt")
+INSTALL = (f"python -m pip install -r {REQUIREMENTS} (with uv: uv run --with-requirements "
+           f"{REQUIREMENTS} jitLtoLinking.py ...)")
 try:
     import numba
     from numba import cuda, float32

@@ -1,0 +1,510 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) 2026, the jitLtoLinking authors
+"""Around each compile and link of the lesson: timed, kept in --cache-dir, recorded, a failure
+explained; and what is read off each linked cubin for the build report.
+
+`Toolchain.compile(step, module)` and `Toolchain.link(step, ...)` call the script's step
+functions as they are written. The report's facts come from the built code, never from what the
+sample expects: the cubin's symbols and relocations (read with pyelftools) say whether
+`user_transform` is still a function the kernel calls, and the kernel's attributes (on a GPU) or
+the cubin's `.nv.info` records (without one) how many registers a thread uses.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import inspect
+import io
+import os
+import re
+import stat
+import struct
+import sys
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cuda.bindings import nvjitlink, nvrtc
+from cuda.core import Linker, LinkerOptions, ObjectCode
+from cuda.core.utils import FileStreamProgramCache
+from cuda.pathfinder import find_nvidia_header_directory
+from elftools.common.exceptions import ELFError
+from elftools.elf.elffile import ELFFile
+from elftools.elf.relocation import RelocationSection
+
+from cuda_samples_utils import check_device_index, driver_version, list_devices
+from jitlto_files import emit
+from jitlto_run import INSTALL_HINT, SampleError, UsageError
+
+KERNEL, CALLEE = "apply_transform", "user_transform"
+LOADERS = {"ptx": ObjectCode.from_ptx, "ltoir": ObjectCode.from_ltoir, "cubin": ObjectCode.from_cubin}
+
+
+@dataclass
+class Build:
+    """One linked kernel, and what was measured and read off its code."""
+
+    label: str  # "ptx", "lto", "swap", "whole program", "half-LTO" (+ the plug-in, with several)
+    plugin: str = ""  # the plug-in's file name
+    code: ObjectCode | None = None  # the linked cubin
+    inputs: list = field(default_factory=list)  # what was linked: the library's, the plug-in's
+    compiles: list[dict] = field(default_factory=list)  # compiles made for it, each counted once
+    link_ms: float | None = None
+    link_cache: dict | None = None  # hit or miss, with --cache-dir
+    library_from: str | None = None  # --library FILE, when the library's LTO-IR came from there
+    cubin_bytes: int | None = None
+    registers: int | None = None
+    registers_from: str = ""
+    calls_left: int | None = None
+    inlined: bool | None = None
+    kernel: object = None  # the loaded apply_transform, on a GPU
+    verification: object = None
+    skipped: str | None = None
+
+    @property
+    def kind(self) -> str:
+        """The label without the plug-in's name: 'ptx', 'lto', 'half-LTO', ..."""
+        return self.label.removesuffix(f" {self.plugin}")
+
+    @property
+    def compile_ms(self) -> float:
+        return sum(record["ms"] for record in self.compiles)
+
+    def summary(self) -> dict:
+        """The build's figures, for --json."""
+        return {"build": self.label, "plugin": self.plugin or None, "skipped": self.skipped,
+                "compile_ms": self.compile_ms, "link_ms": self.link_ms,
+                "link_cache": self.link_cache and self.link_cache["cache"],
+                "library_from": self.library_from, "compiles": self.compiles,
+                "cubin_bytes": self.cubin_bytes, "registers": self.registers,
+                "registers_from": self.registers_from or None,
+                "user_transform_calls_left": self.calls_left, "user_transform_inlined": self.inlined,
+                "verification": self.verification.as_dict() if self.verification else None}
+
+
+class Toolchain:
+    """How a run builds: the architecture, --cache-dir, and every compile and build it made."""
+
+    def __init__(self, arch: str, record, cache_dir=None, emit_dir=None, several_plugins=False,
+                 shipped: tuple[str, bytes] | None = None):
+        self.arch, self.record = arch, record
+        self.versions = {"nvrtc": tool_version("NVRTC", lambda: nvrtc.nvrtcVersion()[1:]),
+                         "nvjitlink": tool_version("nvJitLink", nvjitlink.version)}
+        folder = find_nvidia_header_directory("cudart")  # CUDA's headers, from the wheels
+        self.include_path = [folder] if folder else None
+        self.cache = open_cache(Path(cache_dir)) if cache_dir else None
+        self.emit = Path(emit_dir) if emit_dir else None
+        self.several_plugins = several_plugins
+        self.made: dict[int, dict] = {}  # each compile's record, until a build that uses it takes it
+        self.builds: list[Build] = record.builds
+        self.driver_noted = False
+        # --library FILE: the library's LTO-IR as it ships, read and checked already
+        self.shipped_from, self.shipped_library = shipped[0] if shipped else None, None
+        if shipped:
+            self.shipped_library = ObjectCode.from_ltoir(shipped[1], name=shipped[0])
+        record.data.update(arch=arch, versions={
+            "python": sys.version.split()[0], **self.versions, "driver_cuda": driver_version(),
+            **{key: getattr(sys.modules.get(name), "__version__", None) for key, name in (
+                ("numpy", "numpy"), ("cupy", "cupy"), ("cuda_core", "cuda.core"),
+                ("cuda_bindings", "cuda.bindings"))}})
+
+    @classmethod
+    def for_run(cls, args, gpu, record) -> Toolchain:
+        """The run's toolchain: for the GPU's own architecture, or --arch with --compile-only."""
+        arch = args.arch
+        if gpu:
+            arch = f"sm_{gpu.device.arch}"
+        elif arch is None:
+            try:
+                arch = f"sm_{check_device_index(args.device, list_devices()).arch}"
+            except SampleError:
+                raise UsageError("--compile-only needs --arch sm_XX on a machine without a GPU"
+                                 ) from None
+        if args.compile_only:
+            print(f"Compile only, for {arch}: nothing is launched")
+        shipped = (args.library, args.library_ltoir) if args.library else None
+        return cls(arch, record, args.cache_dir, args.emit, len(args.plugins) > 1, shipped)
+
+    def compile(self, step, module) -> ObjectCode:
+        """module (a Plugin) compiled by `step` (compile_ptx or compile_ltoir), for this arch."""
+        target = step.__name__.removeprefix("compile_")  # "ptx" or "ltoir"
+        logs = io.StringIO()
+        with self.record.phase("compile"), self.driver_note():
+            start, files = time.perf_counter(), []
+            if module.is_python:  # numba-cuda compiles it, for the GPU and for the CPU reference
+                import jitlto_python  # loads numba-cuda, which takes a second
+
+                code, module.reference = jitlto_python.compile_plugin(module, target, self.arch)
+                cache = {"cache": "off", "compiler": "numba-cuda"}
+            else:
+                files = module.headers and [(str(p), p.read_bytes()) for p in module.headers]
+                key = None if files is None else digest(
+                    "compile", inspect.getsource(step), module.source, module.nvrtc_name,
+                    self.arch, str(self.include_path), self.versions["nvrtc"], *files)
+                code, cache = self.cached(key, LOADERS[target], module.nvrtc_name, lambda: step(
+                    module.source, self.arch, module.nvrtc_name, self.include_path if module.path else None, logs),
+                    explain=lambda text: compile_error(text, module.name))
+            ms = (time.perf_counter() - start) * 1e3
+        if files is None and not module.is_python and self.cache is not None:
+            cache["note"] = "not cached: it #includes a file through a macro"
+        self.made[id(code)] = {"module": module.name, "target": target, "ms": ms, **cache,
+                               "source_sha256": hashlib.sha256(module.source.encode()).hexdigest(),
+                               **({"warnings": clean(logs.getvalue())} if logs.getvalue() else {})}
+        return code
+
+    def link(self, step, kind: str, plugin, *inputs: ObjectCode) -> Build:
+        """The build of `kind` for `plugin`: `inputs` linked by `step` (link_ptx or link_lto)."""
+        build = self.new_build(kind, plugin, inputs)
+        key = digest("link", inspect.getsource(step), self.arch, self.versions["nvjitlink"],
+                     *(part for code in inputs for part in (code.code_type, bytes(code.code))))
+        with self.record.phase("link"):
+            start = time.perf_counter()
+            build.code, build.link_cache = self.cached(
+                key, ObjectCode.from_cubin, build.label, lambda: step(self.arch, *inputs),
+                explain=lambda text: link_error(text, plugin.name))
+            build.link_ms = (time.perf_counter() - start) * 1e3
+        if self.cache is None:
+            build.link_cache = None
+        return build
+
+    def new_build(self, kind: str, plugin, inputs=(), code=None) -> Build:
+        """A build, holding the compiles of its inputs that no earlier build holds."""
+        label = f"{kind} {plugin.name}" if self.several_plugins else kind
+        compiles = [self.made.pop(id(c)) for c in inputs if id(c) in self.made]
+        build = Build(label, plugin.name, code, list(inputs), compiles)
+        if self.shipped_library is not None and self.shipped_library in inputs:
+            build.library_from = self.shipped_from
+        self.builds.append(build)
+        return build
+
+    def whole(self, step, plugin, library_source: str) -> Build:
+        """The whole-program build: library and plug-in compiled by `step` as one source."""
+        with self.record.phase("compile"):
+            start = time.perf_counter()
+            code, _ = self.cached(None, None, plugin.name, lambda: step(
+                library_source, plugin.source, self.arch), lambda t: compile_error(t, plugin.name))
+        self.made[id(code)] = {"module": "whole_program.cu", "target": "cubin", "cache": "off",
+                               "ms": (time.perf_counter() - start) * 1e3}
+        build = self.new_build("whole program", plugin, [code], code)
+        build.inputs = []  # nothing linked
+        return build
+
+    @contextlib.contextmanager
+    def driver_note(self):
+        """cuda.core's warning that this driver could not load the PTX of a newer NVRTC, as one
+        line once a run: the sample never gives PTX to the driver, nvJitLink makes the cubin."""
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", RuntimeWarning)
+            yield
+        for warning in caught:
+            if "driver version is older" not in str(warning.message):
+                warnings.warn_explicit(warning.message, warning.category, warning.filename,
+                                       warning.lineno)
+            elif not self.driver_noted:
+                self.driver_noted = True
+                print(f"  note: this driver (CUDA {driver_version()}) could not load PTX from this "
+                      "newer NVRTC itself; it does not need to: nvJitLink turns the PTX into a cubin")
+
+    def cached(self, key, load, name: str, make, explain):
+        """make() (a compile or a link), or the code --cache-dir kept for key; and the record."""
+        start, record = time.perf_counter(), {"cache": "off"}
+        if self.cache is not None and key is not None:
+            try:
+                entry = self.cache[key]  # the ms it took to build, then the code
+                saved_ms = struct.unpack("<d", entry[:8])[0] - (time.perf_counter() - start) * 1e3
+                return load(entry[8:], name=name), {"cache": "hit", "saved_ms": max(saved_ms, 0.0)}
+            except KeyError:
+                record = {"cache": "miss"}
+            except OSError as damage:
+                record = {"cache": "miss", "note": f"a damaged entry was found ({damage.strerror}); "
+                          "built again and replaced"}
+        try:
+            code = make()
+        except Exception as exc:
+            if not type(exc).__module__.startswith("cuda."):  # not NVRTC's or nvJitLink's: a bug
+                raise
+            raise explain(clean(str(exc))) from None
+        if record["cache"] == "miss":
+            ms = (time.perf_counter() - start) * 1e3
+            try:
+                self.cache[key] = struct.pack("<d", ms) + as_bytes(code)
+            except IsADirectoryError:
+                record["note"] = ("a damaged entry (a directory in its place) could not be "
+                                  "replaced; remove it")
+            except OSError as exc:
+                record["note"] = f"not stored: the cache cannot be written ({exc.strerror})"
+        return code, record
+
+    def skip(self, kind: str, reason: str) -> None:
+        """A build that cannot be made on this machine, reported as skipped with the reason."""
+        self.builds.append(Build(kind, skipped=reason))
+        print(f"  [{kind}] skipped: {reason}")
+
+    def find(self, kind: str, plugin) -> Build | None:
+        """The run's build of `kind` for `plugin`, if it was made."""
+        return next((b for b in self.builds if b.kind == kind and b.plugin == plugin.name
+                     and b.code is not None), None)
+
+    def report(self, build: Build, note: str | None = None) -> Build:
+        """Read the report off the built code, print it, and --emit the build's files."""
+        with self.record.phase("report"):
+            read_report(build)
+            print("\n".join(report_lines(build) + ([note] if note else [])))
+            if self.emit:
+                self.emit_build(build)
+        return build
+
+    def emit_build(self, build: Build) -> None:
+        """The build's inputs (the library at the top, the plug-in in its folder), its cubin, and
+        after LTO the PTX that LTO produced (linked once more, with LinkerOptions(ptx=True))."""
+        stem, _, extension = build.plugin.rpartition(".")
+        folder = self.emit / ("swap" if build.kind == "swap" else f"{stem}-{extension}")
+        name = build.kind.replace(" ", "-")
+        if build.inputs:
+            library, plugin = build.inputs
+            if not (self.emit / f"library.{library.code_type}").exists():
+                emit(self.emit, f"library.{library.code_type}", as_bytes(library))
+            emit(folder, f"plugin.{plugin.code_type}", as_bytes(plugin))
+        emit(folder, f"{name}.cubin", as_bytes(build.code))
+        if build.inputs and all(code.code_type == "ltoir" for code in build.inputs):
+            options = LinkerOptions(arch=self.arch, link_time_optimization=True, ptx=True)
+            emit(folder, f"{name}.ptx", as_bytes(Linker(*build.inputs, options=options).link("ptx")))
+
+
+def tool_version(name: str, version) -> str:
+    """A tool's version, 'X.Y'; SampleError with the install hint if it cannot be loaded."""
+    try:
+        return ".".join(map(str, version()))
+    except Exception as exc:  # noqa: BLE001 -- a library not found, a broken wheel
+        raise SampleError(f"the {name} library could not be loaded ({clean(str(exc))}); "
+                          f"{INSTALL_HINT}") from None
+
+
+def as_bytes(code: ObjectCode) -> bytes:
+    """An ObjectCode's bytes, as a file holds them (NVRTC ends its PTX with the C string's NUL)."""
+    data = code.code.encode() if isinstance(code.code, str) else bytes(code.code)
+    return data.rstrip(b"\0") if code.code_type == "ptx" else data
+
+
+def digest(*parts) -> bytes:
+    """One SHA-256 over every part (text or bytes), each part delimited."""
+    sha = hashlib.sha256()
+    for part in parts:
+        data = part.encode("utf-8", "surrogateescape") if isinstance(part, str) else part
+        sha.update(len(data).to_bytes(8, "little") + data)
+    return sha.digest()
+
+
+# ---------------------------------------------------------------------------
+# --cache-dir: cuda.core's file cache, each entry checked before it is used
+# ---------------------------------------------------------------------------
+
+ENTRY_LIMIT = 256 << 20  # bytes: far above any cubin this sample makes
+
+
+class CheckedCache(FileStreamProgramCache):
+    """cuda.core's FileStreamProgramCache, with each entry stored after a digest of its key and
+    bytes, and read only from a regular file of bounded size: an entry that was truncated, altered,
+    swapped or replaced by something else raises OSError (a miss to build again), never returns."""
+
+    def __setitem__(self, key: bytes, data: bytes) -> None:
+        super().__setitem__(key, hashlib.sha256(key + data).digest() + data)
+
+    def __getitem__(self, key: bytes) -> bytes:
+        try:  # no link is followed, and a FIFO does not block the open
+            fd = os.open(self._path_for_key(key), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except FileNotFoundError:
+            raise KeyError(key) from None
+        with os.fdopen(fd, "rb") as file:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise OSError(0, "it is not a regular file")
+            entry = file.read(ENTRY_LIMIT)
+        if hashlib.sha256(key + entry[32:]).digest() != entry[:32]:
+            raise OSError(0, "its digest does not match its bytes")
+        return entry[32:]
+
+
+def open_cache(folder: Path) -> CheckedCache:
+    """The cache in `folder`, made private to this user if new; UsageError where another user
+    could change what it holds, and so the code the sample runs."""
+    where = f"--cache-dir {folder}"
+    try:
+        if folder.exists() and not folder.is_dir():
+            raise UsageError(f"{where}: is not a directory")
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        cache = CheckedCache(folder)
+        mine = folder.stat()
+        # What cuda.core makes inside counts only where other users can enter the folder.
+        inside = [folder / "entries", folder / "tmp"] if mine.st_mode & 0o077 else []
+        for part in [folder, *inside]:
+            info = part.stat()
+            if info.st_uid != os.geteuid():
+                raise UsageError(f"{where}: {part} belongs to another user, who could change the "
+                                 "code this sample runs; use a folder of your own, such as "
+                                 "~/.cache/jitlto")
+            if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+                raise UsageError(f"{where}: {part} can be written by other users, who could then "
+                                 "change the code this sample runs; use a folder only you can "
+                                 "write to, such as ~/.cache/jitlto")
+    except OSError as exc:
+        raise UsageError(f"{where}: cannot use it as a cache ({exc.strerror or exc})") from None
+    return cache
+
+
+# ---------------------------------------------------------------------------
+# What NVRTC and nvJitLink say when something fails, in the user's terms
+# ---------------------------------------------------------------------------
+
+# Terminal colour codes (numba colours its messages), then every control byte but newline and
+# tab: NVRTC's logs end with a NUL byte, and a plug-in's text could hold others.
+NOT_TEXT = re.compile(r"\x1b\[[0-9;]*[A-Za-z]|[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def clean(text: str) -> str:
+    """Text from a tool, without colour codes, NUL and other control bytes, trimmed."""
+    return NOT_TEXT.sub("", text).strip()
+
+
+def compile_error(text: str, name: str) -> SampleError:
+    """A failed NVRTC compile: its log (the file and line), and a hint where one helps."""
+    log = text.split("compilation log:", 1)[1].strip() if "compilation log:" in text else f"({text})"
+    lines = [f"NVRTC could not compile {name}:", log]
+    if re.search(r'cannot open source file "(cmath|math\.h|cstdlib|algorithm|limits)"', log):
+        lines.append("hint: CUDA's math functions (sinf, expf, fmaxf, ...) are built in and need no "
+                     "#include; for <cmath>-style names use <cuda/std/cmath>")
+    return SampleError("\n".join(lines))
+
+
+def link_error(text: str, name: str) -> SampleError:
+    """A failed nvJitLink link: its log, naming the symbol, architecture or version at fault."""
+    log = text.split("nvJitLink error log:", 1)[-1].strip()
+    if "arch newer than target" in log or "ARCH_MISMATCH" in text:
+        return SampleError(
+            "nvJitLink refused the library's LTO-IR: it was built for a newer architecture than "
+            "this target. A library ships LTO-IR built for the oldest GPU it supports; it links "
+            f"for that GPU and every newer one.\nnvJitLink log:\n{log}")
+    if re.search(r"version|VERSION", text):
+        return SampleError(
+            "nvJitLink refused an LTO-IR input: it was made by a newer compiler than this "
+            "nvJitLink, or it is not LTO-IR that nvJitLink can read.\nnvJitLink log:\n" + log)
+    symbol = re.search(r"(?:Unresolved extern function|Undefined reference to|undefined)\s+'?"
+                       r"([\w$]+)'?", log)
+    if symbol:
+        return SampleError(
+            f"nvJitLink could not link {name}: '{symbol.group(1)}' is not defined. A plug-in "
+            'must define\n    extern "C" __device__ float user_transform(float x)\n(not inline '
+            "or __forceinline__, which leave no function for the library to call)\n"
+            f"nvJitLink log:\n{log}")
+    return SampleError(f"nvJitLink could not link {name}.\nnvJitLink log:\n{log}")
+
+
+# ---------------------------------------------------------------------------
+# Reading the cubin, and the report
+# ---------------------------------------------------------------------------
+
+EIATTR_REGCOUNT = 0x2F  # an .nv.info record: (symbol index, registers per thread)
+
+
+def read_cubin(cubin: bytes) -> tuple[list[str], dict[str, dict[str, int]], dict[str, int]]:
+    """A cubin's functions, its call sites ({caller: {callee: count}}), and registers by function.
+
+    A call from one function to another stays in the cubin as a relocation (an entry the loader
+    fills in with the callee's address) in the caller's `.rel(a).text.<caller>` section. An
+    inlined callee that nobody calls any more is not in the symbol table at all. The `.nv.info`
+    sections hold, among other attributes, the registers the assembler gave each function.
+    """
+    try:
+        elf = ELFFile(io.BytesIO(cubin))
+        symbols = list(elf.get_section_by_name(".symtab").iter_symbols())
+    except (ELFError, AttributeError, ValueError) as exc:
+        raise ValueError(f"not an ELF cubin ({exc})") from None
+    functions = [s.name for s in symbols if s["st_info"]["type"] == "STT_FUNC"]
+    calls: dict[str, dict[str, int]] = {}
+    registers: dict[str, int] = {}
+    for section in elf.iter_sections():
+        data, at = section.data() if section.name.startswith(".nv.info") else b"", 0
+        while at + 4 <= len(data):  # records: format, attribute, then a 2-byte size and its bytes
+            size = struct.unpack_from("<H", data, at + 2)[0] if data[at] == 0x04 else 0
+            if data[at + 1] == EIATTR_REGCOUNT and size == 8:
+                index, count = struct.unpack_from("<II", data, at + 4)
+                registers[symbols[index].name] = count
+            at += 4 + size
+        caller = re.sub(r"^\.rela?\.text\.", "", section.name)
+        if isinstance(section, RelocationSection) and caller != section.name:
+            for relocation in section.iter_relocations():
+                callee = symbols[relocation["r_info_sym"]].name
+                if callee in functions:
+                    calls.setdefault(caller, {})
+                    calls[caller][callee] = calls[caller].get(callee, 0) + 1
+    return functions, calls, registers
+
+
+def is_callee(symbol: str) -> bool:
+    """user_transform, or LTO's private copy of it for one caller ($caller$user_transform)."""
+    return symbol == CALLEE or symbol.endswith(f"${CALLEE}")
+
+
+def read_report(build: Build) -> None:
+    """Fill in size, registers and call/inline facts from the built code (and build.kernel)."""
+    cubin = bytes(build.code.code)
+    functions, calls, registers = read_cubin(cubin)
+    build.cubin_bytes = len(cubin)
+    build.inlined = not any(is_callee(f) for f in functions)
+    build.calls_left = sum(n for f, n in calls.get(KERNEL, {}).items() if is_callee(f))
+    if not build.inlined and build.calls_left == 0:
+        build.calls_left = None  # a private copy called by relative address: not in the ELF
+    if build.kernel is not None:
+        build.registers, build.registers_from = build.kernel.attributes.num_regs, "kernel attributes"
+    else:
+        build.registers, build.registers_from = registers.get(KERNEL), "cubin"
+
+
+def report_lines(build: Build) -> list[str]:
+    """The build's report: compile and link time, cubin size, registers, inlined or not; then
+    NVRTC's warnings, where the library came from, and what --cache-dir did."""
+    tag = f"  [{build.label}]"
+    if build.inlined:
+        calls = "user_transform inlined (0 calls left)"
+    elif build.calls_left is None:
+        calls = "user_transform still a function (a private copy the kernel calls)"
+    else:
+        calls = f"user_transform still a call ({build.calls_left} call sites)"
+    compiled = f"compile {build.compile_ms:.1f} ms" if build.compiles else "nothing compiled"
+    link = "no link" if build.link_ms is None else f"link {build.link_ms:.1f} ms"
+    lines = [f"{tag} {compiled}, {link}, cubin {build.cubin_bytes or 0:,} bytes, "
+             f"{build.registers} registers, {calls}"]
+    if build.library_from and build.kind != "swap":  # the swap's own line says it
+        lines.append(f"{tag} library.cu not compiled in this run: its LTO-IR is {build.library_from}")
+    for record in build.compiles:
+        if record.get("warnings"):
+            lines.append(f"{tag} NVRTC warned about {record['module']}:")
+            lines += [f"    {line}" for line in record["warnings"].splitlines()]
+        if record["cache"] != "off" or record.get("note"):
+            note = f"; {record['note']}" if record.get("note") else ""
+            saved = f", saved {record['saved_ms']:.1f} ms" if "saved_ms" in record else ""
+            lines.append(f"{tag} cache {record['cache']}: {record['module']} "
+                         f"({record['ms']:.1f} ms{saved}){note}")
+    if build.link_cache:
+        note = f"; {build.link_cache['note']}" if build.link_cache.get("note") else ""
+        saved = build.link_cache.get("saved_ms")
+        saved = "" if saved is None else f" (saved {saved:.1f} ms)"
+        lines.append(f"{tag} link cache {build.link_cache['cache']}{saved}{note}")
+    return lines
+
+
+def swap_line(build: Build, builds: list[Build], library_source: str, shipped: str | None) -> str:
+    """Step [3]'s proof: what this step compiled, and how often the library (by its source's
+    digest, whatever a file is named) became LTO-IR in the run."""
+    compiled = ", ".join(r["module"] for r in build.compiles if r["cache"] != "hit") or "nothing"
+    if shipped:
+        library = f"library.cu not compiled in this run (its LTO-IR: {shipped})"
+    else:
+        mine = hashlib.sha256(library_source.encode()).hexdigest()
+        count = sum(r["source_sha256"] == mine and r["target"] == "ltoir" and r["cache"] != "hit"
+                    for b in builds for r in b.compiles)
+        library = "library.cu to LTO-IR " + {0: "not at all (cache hit)", 1: "once"}.get(
+            count, f"{count} times") + " in this run"
+    return (f"  [{build.label}] library LTO-IR reused from step [2], not compiled again: "
+            f"NVRTC compiled {compiled} in this step; {library}")

@@ -1,0 +1,260 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) 2026, the jitLtoLinking authors
+"""The GPU side of a run: the device, one stream that cuda.core and CuPy share, the arrays, each
+build's output checked, and --benchmark's timings and tables.
+
+Three device arrays: the input, the output (filled with a NaN no arithmetic makes before every
+launch, so an element the kernel misses fails) and what the output must match: the plug-in's
+NumPy reference computed on the host from the input, or, for a plug-in without one, the PTX
+build's output. Leaving `open_gpu` syncs and closes the stream, restores CuPy's current stream
+and gives every block back to the driver.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+
+import cuda_samples_utils as utils
+from jitlto_run import SampleError, say
+
+CHECKED_BY = {"reference": "verified against NumPy reference",
+              "cpu-compiled": "verified against the same Python function compiled for the CPU "
+                              "(numba.vectorize)",
+              "cross-check": "cross-checked against the ptx build: they match"}
+
+
+@dataclass
+class Gpu:
+    """The device, the stream CuPy shares, and the run's arrays."""
+
+    device: object
+    stream: object
+    host_input: object
+    d_in: object
+    d_out: object
+    d_expected: object
+    record: object
+    expected_for: str | None = None  # the plug-in whose reference d_expected holds
+
+    @property
+    def max_grid(self) -> int:
+        return self.device.properties.max_grid_dim_x
+
+    def poison(self, array) -> None:
+        array.view("uint32").fill(utils.POISON_BITS)
+
+    def expect(self, plugin, fill) -> None:
+        """d_expected for the plug-in: its reference of the input (computed once, on every core),
+        or, without one, what fill(d_expected) writes (the PTX build's kernel)."""
+        if plugin.checked_by == "cross-check":
+            self.expected_for = None
+            with self.record.phase("launch"):
+                self.poison(self.d_expected)
+                fill(self.d_expected)
+        elif self.expected_for != plugin.name:
+            with self.record.phase("reference"):
+                utils.fill_on_every_core(plugin.reference, self.host_input, self.d_expected)
+            self.expected_for = plugin.name
+
+    def verify(self, label: str, plugin) -> utils.Verification:
+        """Check d_out against d_expected; print what was checked and found."""
+        with self.record.phase("verify"):
+            check = utils.compare(self.d_out, self.d_expected, plugin.checked_by)
+        if check.ok:
+            print(f"  [{label}] {check.describe()}\n  [{label}] result {CHECKED_BY[check.method]}")
+        else:
+            print(f"  [{label}] FAILED: {check.describe()}")
+        return check
+
+
+def import_cupy():
+    """CuPy, which makes its kernel cache folder as it is imported: where the home folder cannot
+    be written, in a folder private to this run; a folder that cannot be used, said plainly."""
+    home_cache = os.path.expanduser("~/.cupy")
+    if "CUPY_CACHE_DIR" not in os.environ and not os.access(
+            home_cache if os.path.isdir(home_cache) else os.path.dirname(home_cache), os.W_OK):
+        os.environ["CUPY_CACHE_DIR"] = tempfile.mkdtemp(prefix="jitLtoLinking-cupy-")
+        say(f"note: {os.path.dirname(home_cache)} cannot be written, so CuPy's cache is in "
+            f"{os.environ['CUPY_CACHE_DIR']} for this run; set CUPY_CACHE_DIR to keep it")
+    try:
+        import cupy
+    except OSError as exc:
+        raise SampleError(f"CuPy could not make its cache folder {exc.filename} ({exc.strerror}); "
+                          "set CUPY_CACHE_DIR to a folder you can write") from None
+    return cupy
+
+
+@contextlib.contextmanager
+def open_gpu(device_index: int, elements: int, record):
+    """GPU `device_index`, checked, with a stream CuPy shares and the run's three arrays."""
+    with record.phase("device set-up"):
+        device = utils.check_device_index(device_index, utils.list_devices())
+        utils.print_gpu_info(device)
+        private = "CUPY_CACHE_DIR" not in os.environ
+        cp = import_cupy()
+        device.set_current()
+        free, total = cp.cuda.runtime.memGetInfo()
+        utils.check_free_memory(3 * 4 * elements + (256 << 20), free,
+                                f"--elements {elements:,} (3 float32 arrays)")
+        capability = device.compute_capability
+        record.data["device"] = {
+            "index": device_index, "name": device.name, "arch": f"sm_{device.arch}",
+            "compute_capability": f"{capability.major}.{capability.minor}",
+            "multiprocessors": device.properties.multiprocessor_count,
+            "memory_free_bytes": free, "memory_total_bytes": total}
+        stream = device.create_stream()
+    try:
+        # One stream, owned by cuda.core and shared with CuPy through the CUDA stream protocol;
+        # `with` makes it CuPy's current stream, and puts the previous one back at the end.
+        with cp.cuda.Stream.from_external(stream):
+            with record.phase("input"):
+                host_input = utils.standard_normal_float32(elements, seed=0)
+            with record.phase("upload"):
+                d_in = cp.empty(elements, dtype=cp.float32)
+                utils.fill_on_every_core(lambda x: x, host_input, d_in)
+            yield Gpu(device, stream, host_input, d_in, cp.empty_like(d_in), cp.empty_like(d_in),
+                      record)
+    finally:
+        stream.sync()
+        cp.get_default_memory_pool().free_all_blocks()  # the arrays are gone with the Gpu
+        cp.get_default_pinned_memory_pool().free_all_blocks()
+        stream.close()
+        if private and "jitLtoLinking-cupy-" in os.environ.get("CUPY_CACHE_DIR", ""):
+            shutil.rmtree(os.environ.pop("CUPY_CACHE_DIR"), ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------
+# --benchmark
+# ---------------------------------------------------------------------------
+
+WARMUP, REPEATS = 5, 25
+HEADERS = ["build", "compile ms", "link ms", "cubin bytes", "registers", "calls left",
+           "kernel ms", "GB/s", "% of copy"]
+COMPARISON = ["plug-in", "ptx ms", "lto ms", "whole ms", "half-LTO ms", "LTO speed-up",
+              "registers ptx -> lto", "cubin bytes ptx -> lto", "link ms ptx / lto",
+              "% of copy ptx / lto"]
+
+
+@dataclass
+class Row:
+    """One timed kernel: a build, CuPy's kernel, or the copy."""
+
+    build: str
+    plugin: str | None = None
+    compile_ms: float | None = None  # the build's own compiles; for CuPy, its first call
+    link_ms: float | None = None
+    cubin_bytes: int | None = None
+    registers: int | None = None
+    calls_left: int | None = None
+    kernel_ms: float = 0.0
+    verified: bool | None = None  # None: nothing to verify (the copy)
+    failure: str | None = None
+    gb_per_s: float = 0.0
+    percent_of_copy: float = 0.0
+
+
+def time_ms(gpu, launch) -> float:
+    """The median of REPEATS launches after WARMUP, into a poisoned output."""
+    with gpu.record.phase("benchmark"):
+        gpu.poison(gpu.d_out)
+        return utils.median_time_ms(gpu.stream, launch, warmup=WARMUP, repeats=REPEATS)
+
+
+def checked_row(gpu, plugin, row: Row) -> Row:
+    """The row, with what the check of its output found (every timed launch wrote d_out)."""
+    with gpu.record.phase("verify"):
+        check = utils.compare(gpu.d_out, gpu.d_expected, plugin.checked_by)
+    row.verified, row.failure = check.ok, None if check.ok else check.describe()
+    return row
+
+
+def build_row(gpu, plugin, build, launch) -> Row:
+    """A build's kernel timed and checked."""
+    ms = time_ms(gpu, lambda: launch(build.kernel, gpu.d_out))
+    return checked_row(gpu, plugin, Row(build.label, plugin.name,
+                                        build.compile_ms if build.compiles else None,
+                                        build.link_ms, build.cubin_bytes, build.registers,
+                                        build.calls_left, ms))
+
+
+def cupy_row(gpu, plugin, operation: str) -> Row:
+    """CuPy's ElementwiseKernel of the same formula: what a user would otherwise write. Its
+    'compile ms' is its first call, which compiles (or loads from CuPy's own cache)."""
+    import cupy as cp
+
+    transform = cp.ElementwiseKernel("float32 x", "float32 y", operation, "cupy_transform")
+    start = time.perf_counter()
+    transform(gpu.d_in, gpu.d_out)
+    gpu.stream.sync()
+    first_ms = (time.perf_counter() - start) * 1e3
+    ms = time_ms(gpu, lambda: transform(gpu.d_in, gpu.d_out))
+    return checked_row(gpu, plugin, Row("cupy elementwise", plugin.name, first_ms, kernel_ms=ms))
+
+
+def finish_table(gpu, rows: list[Row]) -> dict:
+    """Add the ceiling, a device-to-device copy of the same bytes; print the tables; the record."""
+    copy_ms = time_ms(gpu, lambda: gpu.d_out.data.copy_from_device_async(
+        gpu.d_in.data, gpu.d_in.nbytes))
+    rows.append(Row("device copy", kernel_ms=copy_ms))
+    nbytes = 8 * gpu.d_out.size  # 4 bytes read and 4 written per element
+    for row in rows:
+        row.gb_per_s = nbytes / (row.kernel_ms * 1e-3) / 1e9
+        row.percent_of_copy = 100.0 * copy_ms / row.kernel_ms
+    record = {"elements": gpu.d_out.size, "bytes_per_launch": nbytes, "repeats": REPEATS,
+              "warmup": WARMUP, "rows": [asdict(row) for row in rows]}
+    record["plugins"] = comparison(record["rows"])
+    print(f"  {gpu.d_out.size:,} elements, {nbytes:,} bytes moved per launch; median of "
+          f"{REPEATS} launches after {WARMUP} warm-ups")
+    utils.print_table(HEADERS, [[r.build, number(r.compile_ms, 1), number(r.link_ms, 1),
+                                 number(r.cubin_bytes, 0), r.registers, r.calls_left,
+                                 number(r.kernel_ms, 4), number(r.gb_per_s, 0),
+                                 number(r.percent_of_copy, 1)] for r in rows])
+    for row in rows:
+        if row.failure:
+            print(f"  [{row.build}] FAILED: {row.failure}")
+    if any(row.build == "cupy elementwise" for row in rows):
+        print("  (cupy elementwise: 'compile ms' is its first call, which compiles or loads from"
+              " CuPy's own cache)")
+    if len(record["plugins"]) > 1:
+        print()
+        utils.print_table(COMPARISON, [comparison_cells(row) for row in record["plugins"]])
+    return record
+
+
+def comparison(rows: list[dict]) -> list[dict]:
+    """One row per plug-in: its builds' kernel times side by side, what LTO gained, what it cost."""
+    out = []
+    for plugin in dict.fromkeys(row["plugin"] for row in rows if row["plugin"]):
+        mine = {row["build"].removesuffix(f" {plugin}"): row for row in rows
+                if row["plugin"] == plugin}
+        ptx, lto = mine.get("ptx", {}), mine.get("lto", {})
+        out.append({
+            "plugin": plugin, "ptx_ms": ptx.get("kernel_ms"), "lto_ms": lto.get("kernel_ms"),
+            "whole_program_ms": mine.get("whole program", {}).get("kernel_ms"),
+            "half_lto_ms": mine.get("half-LTO", {}).get("kernel_ms"),
+            "lto_speedup": ptx and lto and ptx["kernel_ms"] / lto["kernel_ms"],
+            "registers_ptx": ptx.get("registers"), "registers_lto": lto.get("registers"),
+            "ptx_cubin_bytes": ptx.get("cubin_bytes"), "lto_cubin_bytes": lto.get("cubin_bytes"),
+            "link_ms_ptx": ptx.get("link_ms"), "link_ms_lto": lto.get("link_ms"),
+            "ptx_percent_of_copy": ptx.get("percent_of_copy"),
+            "lto_percent_of_copy": lto.get("percent_of_copy")})
+    return out
+
+
+def comparison_cells(row: dict) -> list:
+    return [row["plugin"], number(row["ptx_ms"], 4), number(row["lto_ms"], 4),
+            number(row["whole_program_ms"], 4), number(row["half_lto_ms"], 4),
+            f"{row['lto_speedup']:.2f}x" if row["lto_speedup"] else None,
+            f"{row['registers_ptx']} -> {row['registers_lto']}",
+            f"{number(row['ptx_cubin_bytes'], 0)} -> {number(row['lto_cubin_bytes'], 0)}",
+            f"{number(row['link_ms_ptx'], 1)} / {number(row['link_ms_lto'], 1)}",
+            f"{number(row['ptx_percent_of_copy'], 1)} / {number(row['lto_percent_of_copy'], 1)}"]
+
+
+def number(value, digits: int):
+    return None if value is None else f"{value:,.{digits}f}"
