@@ -340,7 +340,7 @@ def benchmark(tools, plugins: list[Plugin], gpu, library_ptx: ObjectCode) -> Non
         for build in builds[2:]:
             build.kernel = build.code.get_kernel("apply_transform")
             tools.report(build)
-        gpu.expect(plugin, lambda d_expected: launch_into(ptx.kernel, d_expected))
+        gpu.expect(plugin, lambda d_expected: run_kernel(gpu, ptx.kernel, d_expected))
         rows += [jitlto_gpu.build_row(gpu, plugin, build, launch_into) for build in builds]
         if plugin is DEFAULT_PLUGIN:
             rows.append(jitlto_gpu.cupy_row(gpu, plugin, CUPY_DEFAULT_TRANSFORM))

@@ -29,7 +29,7 @@ from cuda.bindings import driver
 from cuda.core import Device, EventOptions
 
 # Errors that carry exit codes (usage 2, waived 77): defined with the run, standard library only.
-from jitlto_run import EXIT_WAIVED, UsageError, WaivedError
+from jitlto_run import EXIT_WAIVED, SampleError, UsageError, WaivedError  # noqa: F401
 
 # ---------------------------------------------------------------------------
 # NVIDIA's shared helpers, with the same behaviour
@@ -223,7 +223,7 @@ class Verification:
         if self.ok:
             return f"{self.checked:,} elements checked, largest error {self.max_error:.3g}"
         text = (f"{self.bad:,} of {self.checked:,} elements wrong, first at index "
-                f"{self.first_bad}, largest error {self.max_error:.3g}")
+                f"{self.first_bad:,}, largest error {self.max_error:.3g}")
         return text + (f" ({self.unwritten:,} never written)" if self.unwritten else "")
 
     def as_dict(self) -> dict:

@@ -20,6 +20,7 @@ import os
 import re
 import stat
 import struct
+import subprocess
 import sys
 import time
 import warnings
@@ -103,6 +104,7 @@ class Toolchain:
         # --library FILE: the library's LTO-IR as it ships, read and checked already
         self.shipped_from, self.shipped_library = shipped[0] if shipped else None, None
         if shipped:
+            check_library(shipped[0], arch)
             self.shipped_library = ObjectCode.from_ltoir(shipped[1], name=shipped[0])
         record.data.update(arch=arch, versions={
             "python": sys.version.split()[0], **self.versions, "driver_cuda": driver_version(),
@@ -139,7 +141,8 @@ class Toolchain:
                 code, module.reference = jitlto_python.compile_plugin(module, target, self.arch)
                 cache = {"cache": "off", "compiler": "numba-cuda"}
             else:
-                files = module.headers and [(str(p), p.read_bytes()) for p in module.headers]
+                files = module.headers and [part for p in module.headers
+                                            for part in (str(p), p.read_bytes())]
                 key = None if files is None else digest(
                     "compile", inspect.getsource(step), module.source, module.nvrtc_name,
                     self.arch, str(self.include_path), self.versions["nvrtc"], *files)
@@ -271,6 +274,36 @@ class Toolchain:
         if build.inputs and all(code.code_type == "ltoir" for code in build.inputs):
             options = LinkerOptions(arch=self.arch, link_time_optimization=True, ptx=True)
             emit(folder, f"{name}.ptx", as_bytes(Linker(*build.inputs, options=options).link("ptx")))
+
+
+# A trial link of a --library file with a plug-in that returns x: the PTX it makes on success.
+TRIAL_LINK = """import sys
+from cuda.core import Linker, LinkerOptions, ObjectCode, Program, ProgramOptions
+path, arch = sys.argv[1:]
+options = ProgramOptions(arch=arch, relocatable_device_code=True, link_time_optimization=True)
+plugin = Program('extern "C" __device__ float user_transform(float x) { return x; }', "c++",
+                 options).compile("ltoir")
+library = ObjectCode.from_ltoir(open(path, "rb").read())
+options = LinkerOptions(arch=arch, link_time_optimization=True, ptx=True)
+sys.stdout.write(Linker(library, plugin, options=options).link("ptx").code.decode())
+"""
+
+
+def check_library(path: str, arch: str) -> None:
+    """--library FILE linked once with a trial plug-in, in a child process, since nvJitLink can
+    crash on a damaged file; an error saying what is wrong with the file if that fails."""
+    child = subprocess.run([sys.executable, "-c", TRIAL_LINK, path, arch], capture_output=True,
+                           text=True, errors="replace")
+    if child.returncode == 0 and ".entry apply_transform" in child.stdout:
+        return
+    log = clean(child.stderr.split("Error:", 1)[-1])
+    if "arch newer than target" in log or "ARCH_MISMATCH" in log:
+        raise link_error(log, "library.cu")
+    why = ("it does not define apply_transform (a plug-in's LTO-IR, perhaps)" if child.returncode
+           in (0, 1) and "multiply defined" in log or child.returncode == 0 else
+           f"nvJitLink cannot read it: {log.splitlines()[-1] if log else 'it crashed'}")
+    raise UsageError(f"--library {path}: is not the library's LTO-IR ({why}); give the "
+                     "library.ltoir that --compile-only --arch sm_XX --emit DIR writes")
 
 
 def tool_version(name: str, version) -> str:

@@ -284,6 +284,12 @@ def parse_args(argv, default_plugin: Plugin, contract: str) -> argparse.Namespac
     except UsageError as exc:
         parser.error(f"--plugin {exc}")
     args.plugins = args.plugins or [default_plugin]
+    python = [p for p in args.plugins if p.is_python]
+    if python:
+        import jitlto_python  # numba-cuda loads in a second; only Python plug-ins need it
+
+        if jitlto_python.PROBLEM:
+            parser.error(f"--plugin {python[0].path}: {jitlto_python.PROBLEM}")
     try:
         args.library_ltoir = read_library(Path(args.library)) if args.library else None
     except UsageError as exc:
@@ -303,9 +309,11 @@ def plugin_of(path: Path, text: str, contract: str) -> Plugin:
 # ---------------------------------------------------------------------------
 
 
-def check_outputs(args) -> None:
+def check_outputs(args, record) -> None:
     """UsageError unless --json and --emit can be written and name none of the run's inputs (the
-    sample's files, the plug-ins and what they include, --library); --emit is made then."""
+    sample's files, the plug-ins and what they include, --library); then --emit is made, and the
+    record will be written to --json."""
+    record.data["elements"] = args.elements
     if sys.stdout is None:
         raise (UsageError if args.json == "-" else SampleError)(
             "standard output is closed, so nothing the run says could be seen")
@@ -331,6 +339,7 @@ def check_outputs(args) -> None:
         check_json_path(args.json, args.emit)
     if args.emit:
         make_emit_folder(Path(args.emit), args.plugins)
+    record.json_path, record.approved = args.json, True
 
 
 def check_json_path(path: str, emit: str | None) -> None:

@@ -60,6 +60,9 @@ def say(text: str) -> None:
 # ---------------------------------------------------------------------------
 
 
+STARTED = [time.perf_counter()]  # when the script began: the first run's clock counts from there
+
+
 class Record:
     """What --json writes: the run's figures, its builds and its exit code; the run's clock."""
 
@@ -67,9 +70,11 @@ class Record:
         self.json_path = json_path  # absolute, or '-', or None; checked before anything is built
         self.data: dict = {"sample": SAMPLE, "elements": None, "builds": [], "timings_s": {}}
         self.builds: list = []  # every build, as it is made (each has .summary())
-        self.started = time.perf_counter()
-        self.seconds: dict[str, float] = {}  # wall time by phase
+        now = time.perf_counter()
+        self.started = STARTED.pop() if STARTED else now  # a later run counts from its own start
+        self.seconds = {"start-up": now - self.started}  # wall time by phase; first the imports
         self.writing = False
+        self.approved = False  # --json checked: writable, not an input, not a file of the user's
 
     @contextlib.contextmanager
     def phase(self, name: str):
@@ -89,13 +94,15 @@ class Record:
 
     def write(self, exit_code: int) -> None:
         """Write the record with its exit code to --json; UsageError if it cannot be written."""
-        if self.json_path is None or self.writing:
-            return
+        path = self.json_path
+        if path is None or self.writing or not self.approved and (path == "-" or os.path.exists(
+                path) and not (os.path.isfile(path) and is_record(path))):
+            return  # checked only once the command line is: a new file, or an earlier record
         self.writing = True
         self.data.update(builds=[build.summary() for build in self.builds], exit_code=exit_code)
         self.data["timings_s"] = {**self.seconds, "total": time.perf_counter() - self.started}
         text = json.dumps(self.data, indent=2, default=str) + "\n"
-        path, temporary = self.json_path, None
+        temporary = None
         try:
             if path == "-":
                 sys.__stdout__.write(text)
@@ -137,7 +144,7 @@ def is_record(path: str) -> bool:
 
 # A print that fails: the reader went away, a full disk, a file too large.
 STDOUT_ERRORS = (errno.EPIPE, errno.ENOSPC, errno.EFBIG, errno.EIO)
-RUNS: list[Record] = []  # the record of the run in progress, for Ctrl-C
+RUNS: list = []  # the record of the run in progress, for Ctrl-C
 
 
 def json_path_in(argv: list[str]) -> str | None:
@@ -155,9 +162,7 @@ def interrupted(signum=None, frame=None) -> None:
     say("interrupted")
     record = RUNS[-1] if RUNS else Record(json_path_in(sys.argv[1:]))
     with contextlib.suppress(SampleError):
-        if record.json_path in (None, "-") or not os.path.isfile(record.json_path) or is_record(
-                record.json_path):
-            record.write(EXIT_INTERRUPTED)
+        record.write(EXIT_INTERRUPTED)
     os._exit(EXIT_INTERRUPTED)  # nothing else runs: no finalizer can print half a traceback
 
 

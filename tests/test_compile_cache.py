@@ -10,13 +10,15 @@ import json
 import os
 from pathlib import Path
 
-import compile_cache
+import jitlto_builds
+import jitlto_files
 import pytest
 from helpers import ARCH, assert_clean_failure, make_tools, run_sample, sample
 
 
 def cached_run(cache_dir: Path, *extra: str, cwd=None):
-    result = run_sample("--compile-only", "--arch", ARCH, "--cache-dir", str(cache_dir), "--json", "-", *extra)
+    result = run_sample("--compile-only", "--arch", ARCH, "--cache-dir", str(cache_dir), "--json", "-", *extra,
+                        **({"cwd": cwd} if cwd else {}))
     assert result.returncode == 0, result.stdout + result.stderr
     return json.loads(result.stdout), result.stderr
 
@@ -56,15 +58,19 @@ def test_the_cache_misses_then_hits_for_every_compile_and_link_and_changes_miss(
     assert set(states(other_arch).values()) == {"miss"}
 
 
+def link_lto_64(arch, library_ltoir, plugin_ltoir):
+    """link_lto with another option: a step whose code differs is another key."""
+    options = sample.LinkerOptions(arch=arch, link_time_optimization=True, max_register_count=64)
+    return sample.Linker(library_ltoir, plugin_ltoir, options=options).link("cubin")
+
+
 def test_a_changed_linker_option_is_a_link_miss(tmp_path):
-    tools = make_tools(cache=compile_cache.open_cache(tmp_path / "cache", []))
-    library = sample.lto_linking(tools, [sample.DEFAULT_PLUGIN], gpu=None)
-    plugin_ltoir = tools.build("lto", sample.DEFAULT_PLUGIN).inputs[1]
-    for options, state in ((dict(), "hit"), (dict(max_register_count=64), "miss"), (dict(max_register_count=64), "hit")):
-        link_options = sample.LinkerOptions(arch=ARCH, link_time_optimization=True, **options)
-        with tools.linking("lto", sample.DEFAULT_PLUGIN, link_options, library, plugin_ltoir) as build:
-            build.code = build.ready or sample.Linker(*build.inputs, options=link_options).link("cubin")
-        assert build.link_cache["cache"] == state, options
+    tools = make_tools(cache_dir=str(tmp_path / "cache"))
+    library = sample.lto_linking(tools, [sample.DEFAULT_PLUGIN], None, None)
+    plugin_ltoir = tools.find("lto", sample.DEFAULT_PLUGIN).inputs[1]
+    for step, state in ((sample.link_lto, "hit"), (link_lto_64, "miss"), (link_lto_64, "hit")):
+        build = tools.link(step, "lto", sample.DEFAULT_PLUGIN, library, plugin_ltoir)
+        assert build.link_cache["cache"] == state, step.__name__
 
 
 def test_editing_an_included_header_is_a_miss(tmp_path):
@@ -93,12 +99,11 @@ def test_the_key_follows_the_header_nvrtc_actually_read_next_to_the_including_fi
     plugin = tmp_path / "nested.cu"
     plugin.write_text('#include "inc/level1.h"\nextern "C" __device__ float user_transform(float x) { return SCALE * x; }\n')
     cache_dir, emit = tmp_path / "cache", tmp_path / "emit"
-    cached_run(cache_dir, "--plugin", str(plugin), "--emit", str(emit))
-    before = emitted_scale(emit)
+    cached_run(cache_dir, "--plugin", str(plugin), "--emit", str(tmp_path / "before"))
     (tmp_path / "inc" / "level2.h").write_text("#define SCALE 3.0f\n")  # the one NVRTC reads
     record, _ = cached_run(cache_dir, "--plugin", str(plugin), "--emit", str(emit))
     assert states(record)[("nested.cu", "ltoir")] == "miss"
-    assert emitted_scale(emit) != before
+    assert emitted_scale(emit) != emitted_scale(tmp_path / "before")
     uncached = tmp_path / "uncached"
     run_sample("--compile-only", "--arch", ARCH, "--plugin", str(plugin), "--emit", str(uncached))
     assert (uncached / "nested-cu" / "plugin.ltoir").read_bytes() == emitted_scale(emit)
@@ -162,10 +167,13 @@ def test_a_cache_that_cannot_be_written_is_reported_as_such_not_as_an_install_pr
         def __setitem__(self, key, value):
             raise PermissionError(13, "Permission denied")
 
-    tools = make_tools(cache=ReadOnlyCache())
-    sample.lto_linking(tools, [sample.DEFAULT_PLUGIN], gpu=None)
-    record = tools.build("lto", sample.DEFAULT_PLUGIN).compiles[0]
+    tools = make_tools()
+    tools.cache = ReadOnlyCache()  # empty, so it is falsy: the run must still look it up
+    sample.lto_linking(tools, [sample.DEFAULT_PLUGIN], None, None)
+    build = tools.find("lto", sample.DEFAULT_PLUGIN)
+    record = build.compiles[0]
     assert record["cache"] == "miss" and record["note"] == "not stored: the cache cannot be written (Permission denied)"
+    assert build.link_cache["cache"] == "miss" and "not stored" in build.link_cache["note"]
 
 
 def test_a_cache_directory_other_users_can_write_to_is_refused(tmp_path):
@@ -173,7 +181,8 @@ def test_a_cache_directory_other_users_can_write_to_is_refused(tmp_path):
     shared.mkdir()
     shared.chmod(0o777)
     result = run_sample("--compile-only", "--arch", ARCH, "--cache-dir", str(shared))
-    assert_clean_failure(result, 2, "can be written by other users", "chmod go-w")
+    assert_clean_failure(result, 2, "can be written by other users", "use a folder only you can write to")
+    assert "chmod" not in result.stderr, "no advice that would loosen a system folder"
 
 
 def test_a_cache_dir_that_is_a_file_is_said_to_be_no_directory(tmp_path):
@@ -211,12 +220,35 @@ def test_parallel_runs_sharing_a_fresh_cache_all_succeed_and_a_last_run_hits_eve
     assert set(states(last).values()) == {"hit"}
 
 
-def test_entries_hold_a_digest_of_key_and_bytes():
-    entry = compile_cache.pack(b"key", b"payload", 12.5)
-    assert compile_cache.unpack(b"key", entry) == (b"payload", 12.5)
-    assert compile_cache.unpack(b"other key", entry) == (None, 0.0)
-    assert compile_cache.unpack(b"key", entry[:-1]) == (None, 0.0)
-    assert compile_cache.unpack(b"key", b"payload") == (None, 0.0)
+def test_an_entry_is_returned_only_whole_and_under_its_own_key(tmp_path):
+    cache = jitlto_builds.open_cache(tmp_path / "cache")
+    cache[b"key"] = b"payload"
+    cache[b"other"] = b"other payload"
+    assert cache[b"key"] == b"payload"
+    mine, theirs = cache._path_for_key(b"key"), cache._path_for_key(b"other")
+    mine.write_bytes(theirs.read_bytes())  # another entry's bytes, digest and all
+    with pytest.raises(OSError, match="digest"):
+        cache[b"key"]
+    with pytest.raises(KeyError):
+        cache[b"missing"]
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o002, 0o077])
+def test_a_cache_folder_the_sample_makes_is_used_under_every_usual_umask(tmp_path, umask):
+    cache_dir = tmp_path / "new" / "cache"
+    result = run_sample("--compile-only", "--arch", ARCH, "--cache-dir", str(cache_dir), prefix=(
+        "sh", "-c", f'umask {umask:03o} && exec "$@"', "sh"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    again, _ = cached_run(cache_dir)
+    assert set(states(again).values()) == {"hit"}
+
+
+def test_a_cache_folder_of_another_user_is_refused_as_theirs(tmp_path):
+    theirs = tmp_path / "theirs"
+    theirs.mkdir(mode=0o755)
+    os.chown(theirs, 65534, 65534) if os.geteuid() == 0 else pytest.skip("needs root to give a folder away")
+    result = run_sample("--compile-only", "--arch", ARCH, "--cache-dir", str(theirs))
+    assert_clean_failure(result, 2, "belongs to another user")
 
 
 def test_the_included_files_are_found_where_nvrtc_finds_them(tmp_path):
@@ -225,7 +257,18 @@ def test_the_included_files_are_found_where_nvrtc_finds_them(tmp_path):
     (tmp_path / "inc" / "b.h").write_text("int b;\n")
     (tmp_path / "b.h").write_text("int not_this_one;\n")
     (tmp_path / "c.h").write_text("int c;\n")  # <c.h> is looked for on the include path only
-    found = compile_cache.included_files('#include "inc/a.h"\n', tmp_path, [])
+    found = jitlto_files.included_files('#include "inc/a.h"\n', tmp_path)
     assert found == [tmp_path / "inc" / "a.h", tmp_path / "inc" / "b.h"]
-    assert compile_cache.included_files('#include HEADER\n', tmp_path, []) is None
-    assert compile_cache.included_files("int x;\n", tmp_path, None) == []
+    assert jitlto_files.included_files('#include HEADER\n', tmp_path) is None
+    assert jitlto_files.included_files("int x;\n", tmp_path) == []
+
+
+def test_a_plugin_named_by_a_relative_path_misses_when_its_header_changes(tmp_path):
+    (tmp_path / "h").mkdir()
+    (tmp_path / "h" / "k.h").write_text("#define SCALE 2.0f\n")
+    (tmp_path / "h" / "p.cu").write_text('#include "k.h"\nextern "C" __device__ float user_transform(float x) { return SCALE * x; }\n')
+    for given in ("p.cu", "./p.cu", "."):
+        cached_run(tmp_path / "c", "--plugin", given, cwd=tmp_path / "h")
+        (tmp_path / "h" / "k.h").write_text(f"#define SCALE {len(given)}.5f\n")
+        record, _ = cached_run(tmp_path / "c", "--plugin", given, cwd=tmp_path / "h")
+        assert states(record)[("p.cu", "ltoir")] == "miss", given

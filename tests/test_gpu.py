@@ -14,7 +14,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import verification
 from helpers import EXAMPLES, PLUGINS, assert_clean_failure, make_tools, run_sample, sample, utils
 
 pytestmark = pytest.mark.gpu
@@ -62,28 +61,26 @@ def lto_kernel():
     device = utils.list_devices()[0]
     device.set_current()
     tools = make_tools(arch=f"sm_{device.arch}")
-    sample.lto_linking(tools, [sample.DEFAULT_PLUGIN], gpu=None)
-    linked = tools.build("lto", sample.DEFAULT_PLUGIN).code
+    sample.lto_linking(tools, [sample.DEFAULT_PLUGIN], None, None)
+    linked = tools.find("lto", sample.DEFAULT_PLUGIN).code
     stream = device.create_stream()
-    with cp.cuda.Stream.from_external(stream) as cupy_stream:
-        yield linked.get_kernel("apply_transform"), stream, cupy_stream
+    with cp.cuda.Stream.from_external(stream):
+        yield linked.get_kernel("apply_transform"), stream
     stream.close()
     cp.get_default_memory_pool().free_all_blocks()
 
 
-def default_expected(d_in):
-    """expected(start, stop, out) for utils.verify: the default reference of d_in's values."""
+def poison(array) -> None:
+    array.view("uint32").fill(utils.POISON_BITS)
+
+
+def launch_and_check(kernel, stream, d_in, d_out, grid):
     import cupy as cp
 
-    host_in = cp.asnumpy(d_in)
-    return lambda start, stop, out: np.copyto(out, sample.default_reference(host_in[start:stop]))
-
-
-def launch_and_check(kernel, stream, cupy_stream, d_in, d_out, grid):
-    verification.poison(d_out, stream)
+    poison(d_out)
     sample.launch_transform(kernel, stream, d_in, d_out, grid)
     stream.sync()
-    return verification.verify(d_out, default_expected(d_in), cupy_stream, "reference")
+    return utils.compare(d_out, cp.asarray(sample.default_reference(cp.asnumpy(d_in))), "reference")
 
 
 @pytest.mark.parametrize("offsets", [(1, 1), (3, 3), (1, 2), (0, 3)])
@@ -91,54 +88,53 @@ def launch_and_check(kernel, stream, cupy_stream, d_in, d_out, grid):
 def test_views_not_aligned_to_16_bytes_are_correct(lto_kernel, offsets, elements):
     import cupy as cp
 
-    kernel, stream, cupy_stream = lto_kernel
+    kernel, stream = lto_kernel
     in_offset, out_offset = offsets
     d_in_base = cp.asarray(utils.standard_normal_float32(elements + in_offset, seed=1))
     d_out_base = cp.empty(elements + out_offset, dtype=cp.float32)
     d_in, d_out = d_in_base[in_offset:], d_out_base[out_offset:]
     assert d_in.data.ptr % 16 != 0 or d_out.data.ptr % 16 != 0
-    verification.poison(d_out_base, stream)
-    check = launch_and_check(kernel, stream, cupy_stream, d_in, d_out, sample.grid_size(elements, 2**31 - 1))
+    poison(d_out_base)
+    check = launch_and_check(kernel, stream, d_in, d_out, sample.grid_size(elements, 2**31 - 1))
     assert check.ok, check.describe()
     # The elements in front of the output view are not the kernel's: they stay poisoned.
     before = cp.asnumpy(d_out_base[:out_offset]).view(np.uint32)
-    assert (before == verification.POISON_BITS).all()
+    assert (before == utils.POISON_BITS).all()
 
 
 @pytest.mark.parametrize("grid", [1, 3, 7])
 def test_small_grids_cover_every_element_through_the_grid_stride_loop(lto_kernel, grid):
     import cupy as cp
 
-    kernel, stream, cupy_stream = lto_kernel
+    kernel, stream = lto_kernel
     d_in = cp.asarray(utils.standard_normal_float32(300_001, seed=2))
     d_out = cp.empty_like(d_in)
-    check = launch_and_check(kernel, stream, cupy_stream, d_in, d_out, grid)
+    check = launch_and_check(kernel, stream, d_in, d_out, grid)
     assert check.ok and check.checked == 300_001, check.describe()
 
 
 def test_an_unwritten_element_fails_verification(lto_kernel):
     import cupy as cp
 
-    kernel, stream, cupy_stream = lto_kernel
+    kernel, stream = lto_kernel
     d_in = cp.asarray(utils.standard_normal_float32(4096, seed=3))
     d_out = cp.empty_like(d_in)
     # Launch over a view that stops 5 elements short: those stay poisoned.
-    verification.poison(d_out, stream)
+    poison(d_out)
     sample.launch_transform(kernel, stream, d_in[:-5], d_out[:-5], 4)
     stream.sync()
-    check = verification.verify(d_out, default_expected(d_in), cupy_stream, "reference")
+    check = utils.compare(d_out, cp.asarray(sample.default_reference(cp.asnumpy(d_in))), "reference")
     assert (check.bad, check.unwritten, check.first_bad) == (5, 5, 4091)
 
 
 def test_cross_check_catches_a_mismatch_between_two_results(lto_kernel):
     import cupy as cp
 
-    _, _, cupy_stream = lto_kernel
     first = cp.asarray(utils.standard_normal_float32(10_000, seed=4))
     second = first.copy()
-    assert verification.verify(second, first, cupy_stream, "cross-check").ok
+    assert utils.compare(second, first, "cross-check").ok
     second[1234] += 1.0
-    check = verification.verify(second, first, cupy_stream, "cross-check")
+    check = utils.compare(second, first, "cross-check", chunk=1000)
     assert (check.bad, check.first_bad) == (1, 1234) and check.max_error == pytest.approx(1.0, rel=1e-3)
 
 
@@ -243,9 +239,8 @@ def test_the_wall_time_line_adds_up_to_the_time_since_start():
     parts = dict(
         (name.strip(), float(seconds)) for name, seconds in re.findall(r"([a-z -]+) ([\d.]+) s", line.split(": ", 1)[1])
     )
-    assert {"start-up", "device set-up", "input", "upload", "compile", "link", "report", "launch", "verify"} <= set(
-        parts
-    )
+    assert {"start-up", "device set-up", "input", "upload", "compile", "link", "report", "launch", "reference",
+            "verify"} <= set(parts)
     assert abs(sum(parts.values()) - total) <= 0.05 * total + 0.02, line
     assert parts["other"] <= 0.05 * total + 0.01, line
 
@@ -318,3 +313,38 @@ def test_a_warm_cached_run_links_nothing_and_verifies(tmp_path):
     builds = json.loads(path.read_text())["builds"]
     assert all(b["link_cache"] == "hit" for b in builds) and all(c["cache"] == "hit" for b in builds for c in b["compiles"])
     assert all(b["verification"]["ok"] for b in builds)
+
+
+@pytest.mark.parametrize("after_s", [0.8, 2.0, 4.0])
+def test_ctrl_c_mid_run_is_one_line_and_exit_130(tmp_path, after_s):
+    import signal
+    import subprocess
+    import sys
+
+    from helpers import ROOT
+
+    path = tmp_path / "run.json"
+    process = subprocess.Popen([sys.executable, str(ROOT / "jitLtoLinking.py"), "--elements", str(2**28),
+                                "--benchmark", "--json", str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    time.sleep(after_s)
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=300)
+    assert process.returncode == 130, err
+    assert err.decode().strip().splitlines() == ["jitLtoLinking.py: interrupted"]
+    assert json.loads(path.read_text())["exit_code"] == 130
+
+
+def test_a_cupy_cache_folder_that_cannot_be_made_is_one_line():
+    result = run_sample("--elements", "16", env={"CUPY_CACHE_DIR": "/proc/nope"})
+    assert_clean_failure(result, 1, "CuPy could not make its cache folder", "set CUPY_CACHE_DIR")
+
+
+def test_a_home_that_cannot_be_written_moves_cupy_s_cache_for_the_run(tmp_path):
+    from helpers import without_privileges
+
+    home = tmp_path / "home"
+    home.mkdir(mode=0o555)
+    env = {k: v for k, v in os.environ.items() if k != "CUPY_CACHE_DIR"}
+    result = run_sample("--elements", "1000", env={**env, "HOME": str(home)}, prefix=without_privileges())
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "cannot be written, so CuPy's cache is in" in result.stderr and "Traceback" not in result.stderr

@@ -41,8 +41,8 @@ def test_the_same_library_built_for_the_gpu_itself_links_to_the_same_cubin_size_
         path = tmp_path / f"{name}.json"
         assert run_sample("--compile-only", "--arch", ARCH, *extra, "--json", str(path)).returncode == 0
         lto = next(b for b in json.loads(path.read_text())["builds"] if b["build"] == "lto")
-        runs[name] = (lto["registers"], lto["cubin_bytes"] > 0)
-    assert runs["own"] == runs["shipped"]
+        runs[name] = (lto["registers"], lto["cubin_bytes"])
+    assert runs["own"] == runs["shipped"] and runs["own"][1] > 0
 
 
 def test_library_lto_ir_for_a_newer_gpu_is_refused_with_the_rule(tmp_path):
@@ -73,3 +73,22 @@ def test_a_library_file_that_is_not_lto_ir_is_a_usage_error_saying_what_it_looks
 def test_a_missing_or_unreadable_library_is_a_usage_error(tmp_path):
     assert_clean_failure(run_sample("--library", str(tmp_path / "nope.ltoir")), 2, "no such file")
     assert_clean_failure(run_sample("--library", str(tmp_path)), 2, "is not a regular file")
+
+
+def test_a_library_file_that_is_not_whole_lto_ir_is_refused_or_reported_never_a_crash(tmp_path):
+    import os
+
+    junk = tmp_path / "junk.ltoir"
+    for seed in range(4):  # LTO-IR's first bytes, then noise
+        junk.write_bytes(b"\xedCN\x7f" + __import__("random").Random(seed).randbytes(3000))
+        result = run_sample("--compile-only", "--arch", ARCH, "--library", str(junk))
+        assert result.returncode in (1, 2) and "Traceback" not in result.stderr, result.stderr
+        assert "--library" in result.stderr or "LTO-IR" in result.stderr
+
+
+def test_a_plugin_s_lto_ir_given_as_the_library_blames_the_library(tmp_path):
+    emit = tmp_path / "out"
+    assert run_sample("--compile-only", "--arch", ARCH, "--emit", str(emit)).returncode == 0
+    result = run_sample("--compile-only", "--arch", ARCH, "--library", str(emit / "default_plugin-cu" / "plugin.ltoir"))
+    assert_clean_failure(result, 2, "is not the library's LTO-IR", "does not define apply_transform")
+    assert "could not link default_plugin.cu" not in result.stderr

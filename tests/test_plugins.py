@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers import ARCH, EXAMPLES, assert_clean_failure, cuda_plugin, lto_build, run_sample, sample
+from helpers import ARCH, EXAMPLES, PLUGINS, assert_clean_failure, cuda_plugin, lto_build, run_sample, sample
 
 CUDA_EXAMPLES = sorted(EXAMPLES.glob("*.cu"))
 
@@ -41,14 +41,34 @@ def test_emit_keeps_a_user_plugin_named_like_the_swap_apart_from_the_swap(tmp_pa
     assert (emit / "swap_plugin-cu" / "plugin.ltoir").read_bytes() != (emit / "swap" / "plugin.ltoir").read_bytes()
 
 
-def test_emit_removes_what_an_earlier_run_left(tmp_path):
-    emit = tmp_path / "out"
-    (emit / "default_plugin-cu").mkdir(parents=True)
-    (emit / "default_plugin-cu" / "half-LTO.cubin").write_bytes(b"from an earlier run")
-    (emit / "notes.txt").write_text("the user's own")
-    assert run_sample("--compile-only", "--arch", ARCH, "--emit", str(emit)).returncode == 0
-    assert not (emit / "default_plugin-cu" / "half-LTO.cubin").exists()
-    assert (emit / "default_plugin-cu" / "lto.cubin").exists() and (emit / "notes.txt").read_text() == "the user's own"
+def test_emit_never_replaces_or_deletes_a_file_it_did_not_write(tmp_path):
+    mine = {"swap/handtuned.ptx": b"mine", "cuda-cu/release.cubin": b"mine too", "library.cubin": b"and this"}
+    for name, data in mine.items():
+        (tmp_path / "mylib" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "mylib" / name).write_bytes(data)
+    result = run_sample("--compile-only", "--arch", ARCH, "--emit", str(tmp_path / "mylib"))
+    assert_clean_failure(result, 2, "already holds files", "new or empty folder")
+    assert all((tmp_path / "mylib" / name).read_bytes() == data for name, data in mine.items())
+
+
+def test_emit_over_the_folder_of_the_library_it_links_leaves_the_library_alone(tmp_path):
+    lib = tmp_path / "lib"
+    assert run_sample("--compile-only", "--arch", "sm_75", "--emit", str(lib)).returncode == 0
+    shipped = (lib / "library.ltoir").read_bytes()
+    result = run_sample("--compile-only", "--arch", ARCH, "--library", str(lib / "library.ltoir"), "--emit", str(lib),
+                        "--plugin", str(PLUGINS / "typo.cu"))
+    assert result.returncode == 2 and (lib / "library.ltoir").read_bytes() == shipped
+
+
+def test_emit_writes_where_the_user_named_it_even_if_a_plugin_changes_folder(tmp_path):
+    (tmp_path / "moves.py").write_text("import os\nos.chdir('/')\n\ndef user_transform(x):\n    return x\n")
+    (tmp_path / "work").mkdir()
+    result = run_sample("--compile-only", "--arch", ARCH, "--plugin", "../moves.py", "--emit", "emitted",
+                        "--json", "run.json", cwd=tmp_path / "work")
+    if "numba-cuda" in result.stderr and result.returncode == 2:
+        pytest.skip("numba-cuda cannot be used here")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (tmp_path / "work" / "emitted" / "library.ltoir").exists() and (tmp_path / "work" / "run.json").exists()
 
 
 @pytest.mark.parametrize("where", ["a-file", "/dev/null", "unwritable", "holds-the-plugin"])

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 from helpers import ARCH, EXAMPLES, ROOT, assert_clean_failure, make_tools, run_sample, sample
 
-import python_plugins
+import jitlto_files
+import jitlto_python
 
 numba = pytest.mark.numba
 
@@ -80,7 +81,7 @@ def test_helpers_plain_or_decorated_compile_without_a_driver_and_are_inlined(tmp
 @numba
 def test_the_cpu_reference_sees_the_same_helpers(tmp_path):
     plugin = sample.Plugin("plain.py", "", path=write(tmp_path, "plain.py", HELPERS["plain"]))
-    _, reference = python_plugins.compile_plugin(plugin, "ltoir", ARCH)
+    _, reference = jitlto_python.compile_plugin(plugin, "ltoir", ARCH)
     x = np.array([-3.0, 0.0, 1.5, 30.0], dtype=np.float32)
     expected = np.where(x > 20, x, np.log1p(np.exp(x.astype(np.float64)))) - 1.0
     np.testing.assert_allclose(reference(x), 2.0 * expected, rtol=1e-6)
@@ -99,12 +100,11 @@ def test_a_sibling_module_is_imported_and_a_folder_takes_only_files_that_define_
 
 @numba
 def test_a_python_plugin_builds_for_sm_90_and_lto_inlines_it_like_the_cuda_one():
-    tools = make_tools()
-    tools.several_plugins = True
-    plugins = [sample.command_line.plugin_of(EXAMPLES / name, (EXAMPLES / name).read_text(), sample.PLUGIN_CONTRACT)
+    tools = make_tools(several_plugins=True)
+    plugins = [jitlto_files.plugin_of(EXAMPLES / name, (EXAMPLES / name).read_text(), sample.PLUGIN_CONTRACT)
                for name in ("default.py", "default.cu")]  # fmt: skip
-    sample.lto_linking(tools, plugins, gpu=None)
-    python, cuda = (tools.build("lto", plugin) for plugin in plugins)
+    sample.lto_linking(tools, plugins, None, None)
+    python, cuda = (tools.find("lto", plugin) for plugin in plugins)
     assert python.inlined is True and python.registers == cuda.registers
     assert python.compiles[-1]["compiler"] == "numba-cuda"
 

@@ -329,11 +329,13 @@ def test_compile_only_without_arch_and_without_gpu_asks_for_arch(no_gpu_here):
 
 
 def test_missing_package_gets_an_install_hint(tmp_path):
-    # A stand-in 'cupy' module that fails the way a missing package does.
-    (tmp_path / "cupy.py").write_text("raise ModuleNotFoundError(\"No module named 'cupy'\", name='cupy')\n")
+    # A stand-in 'elftools' (pyelftools) that fails the way a missing package does.
+    (tmp_path / "elftools").mkdir()
+    (tmp_path / "elftools" / "__init__.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'elftools'\", name='elftools')\n")
     path = os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))
     result = run_sample("--elements", "16", env={"PYTHONPATH": path})
-    assert_clean_failure(result, 1, "No module named 'cupy'", "pip install -r", "requirements.txt")
+    assert_clean_failure(result, 1, "No module named 'elftools'", "pip install -r", "requirements.txt")
 
 
 def test_missing_utilities_folder_is_named_not_pip(tmp_path):
