@@ -106,6 +106,7 @@ def open_gpu(device_index: int, elements: int, record):
             "multiprocessors": device.properties.multiprocessor_count,
             "memory_free_bytes": free, "memory_total_bytes": total}
         stream = device.create_stream()
+    gpu = None
     try:
         # One stream, owned by cuda.core and shared with CuPy through the CUDA stream protocol;
         # `with` makes it CuPy's current stream, and puts the previous one back at the end.
@@ -120,7 +121,7 @@ def open_gpu(device_index: int, elements: int, record):
             yield gpu
     finally:
         stream.sync()
-        if "gpu" in locals():  # the arrays go back to the driver now, not when the run's objects die
+        if gpu is not None:  # the arrays go back to the driver now, not when the run's objects die
             gpu.d_in = gpu.d_out = gpu.d_expected = gpu.host_input = None
         cp.get_default_memory_pool().free_all_blocks()
         cp.get_default_pinned_memory_pool().free_all_blocks()
