@@ -260,9 +260,9 @@ def check(tools, build, plugin: Plugin, gpu, note: str | None = None) -> None:
         print(f"  [{build.label}] launched; {plugin.name} has no reference: step [2] checks it")
         return
     ptx = tools.find("ptx", plugin)  # for a plug-in without a reference, its output is expected
-    gpu.expect(plugin, lambda d_expected: run_kernel(gpu, ptx.kernel, d_expected))
+    expected = gpu.expected(plugin, lambda d_expected: run_kernel(gpu, ptx.kernel, d_expected))
     run_kernel(gpu, build.kernel, gpu.d_out)
-    build.verification = gpu.verify(build.label, plugin)
+    build.verification = gpu.verify(build.label, expected, plugin.checked_by)
 
 
 # ==== main: the whole run in a screenful ======================================
@@ -275,7 +275,7 @@ def main(argv=None) -> int:
             args = parse_args(argv, DEFAULT_PLUGIN, PLUGIN_CONTRACT)  # reads every input
             check_outputs(args, run.record)  # --json and --emit: writable, and none an input
         gpu = None if args.compile_only else run.held.enter_context(
-            open_gpu(args.device, args.elements, run.record))
+            open_gpu(args.device, args.elements, args.plugins, run.record))
         tools = Toolchain.for_run(args, gpu, run.record)  # arch, cache, NVRTC and nvJitLink
 
         library_ptx = ptx_linking(tools, args.plugins, gpu)
@@ -340,10 +340,10 @@ def benchmark(tools, plugins: list[Plugin], gpu, library_ptx: ObjectCode) -> Non
         for build in builds[2:]:
             build.kernel = build.code.get_kernel("apply_transform")
             tools.report(build)
-        gpu.expect(plugin, lambda d_expected: run_kernel(gpu, ptx.kernel, d_expected))
-        rows += [jitlto_gpu.build_row(gpu, plugin, build, launch_into) for build in builds]
+        expected = gpu.expected(plugin, lambda d_expected: run_kernel(gpu, ptx.kernel, d_expected))
+        rows += [jitlto_gpu.build_row(gpu, plugin, expected, b, launch_into) for b in builds]
         if plugin is DEFAULT_PLUGIN:
-            rows.append(jitlto_gpu.cupy_row(gpu, plugin, CUPY_DEFAULT_TRANSFORM))
+            rows.append(jitlto_gpu.cupy_row(gpu, plugin, expected, CUPY_DEFAULT_TRANSFORM))
     tools.record.data["benchmark"] = jitlto_gpu.finish_table(gpu, rows)
 
 

@@ -9,8 +9,8 @@ A superset of the `cuda_samples_utils.py` that NVIDIA's Python samples share
   and free memory;
 * drawing a large random input in parallel, reproducibly, and filling a device
   array from the host on every core;
-* checking a float32 array element by element against another, in chunks, on
-  the GPU for CuPy arrays (NumPy arrays work too);
+* checking a float32 device array element by element against NumPy, piece by
+  piece on every core, in bounded host memory;
 * timing a launch with CUDA events (median of repeats);
 * progress lines, byte counts and plain text tables.
 """
@@ -230,31 +230,53 @@ class Verification:
         return {**asdict(self), "ok": self.ok}
 
 
-def compare(got, want, method: str, rtol: float = 1e-5, atol: float = 1e-5,
-            chunk: int = 1 << 24) -> Verification:
+def compare(got: np.ndarray, want: np.ndarray, method: str, rtol: float = 1e-5,
+            atol: float = 1e-5) -> Verification:
     """Check float32 `got` against `want` element by element: |got - want| <= atol + rtol*|want|.
-
-    Both CuPy arrays (compared on the GPU) or both NumPy arrays, compared chunk by chunk so the
-    work buffers stay small. NaN in both is a match (a plug-in may return NaN); NaN in one only,
-    or POISON_BITS in either, is wrong.
-    """
-    xp = np if isinstance(got, np.ndarray) else sys.modules["cupy"]
-    result = Verification(method, checked=int(got.size), rtol=rtol, atol=atol)
-    for start, stop in chunk_ranges(got.size, chunk):
-        g, w = got[start:stop], want[start:stop]
-        with np.errstate(invalid="ignore"):
-            error = xp.abs(g - w)
-            unwritten = (g.view(xp.uint32) == POISON_BITS) | (w.view(xp.uint32) == POISON_BITS)
-            bad = ~(error <= atol + rtol * xp.abs(w))  # NaN is never <=: poison and NaNs land here
-            bad &= ~(xp.isnan(g) & xp.isnan(w) & ~unwritten)
-            count = int(xp.count_nonzero(bad))
-            if count and result.first_bad is None:
-                result.first_bad = start + int(xp.argmax(bad))
-            result.bad += count
-            result.unwritten += int(xp.count_nonzero(unwritten))
-            largest = xp.where(xp.isfinite(error), error, 0).max()
-            result.max_error = max(result.max_error, float(largest))
+    NaN in both is a match (a plug-in may return NaN); NaN in one only, or POISON_BITS in
+    either, is wrong."""
+    with np.errstate(invalid="ignore"):
+        error = np.abs(got - want)
+    result = Verification(method, checked=got.size, rtol=rtol, atol=atol)
+    bad = ~(error <= atol + rtol * np.abs(want))  # NaN is never <=: poison and NaNs land here
+    if not bad.any():  # the usual case, in a few passes
+        result.max_error = float(error.max(initial=0.0))
+        return result
+    suspects = np.flatnonzero(bad)  # a closer look at the few that failed
+    g, w = got[suspects], want[suspects]
+    unwritten = (g.view(np.uint32) == POISON_BITS) | (w.view(np.uint32) == POISON_BITS)
+    wrong = suspects[~(np.isnan(g) & np.isnan(w) & ~unwritten)]
+    result.bad, result.unwritten = int(wrong.size), int(np.count_nonzero(unwritten))
+    result.first_bad = int(wrong[0]) if wrong.size else None
+    result.max_error = float(np.max(error, where=np.isfinite(error), initial=0.0))
     return result
+
+
+def verify(device_out, expected, method: str, rtol: float = 1e-5, atol: float = 1e-5,
+           piece: int = 1 << 22) -> Verification:
+    """Check a float32 device (CuPy) or host array against expected(start, stop), a NumPy array
+    of the values expected there, piece by piece on every core: host memory stays a few pieces
+    per core, whatever the array's size."""
+
+    def check(span: tuple[int, int]) -> Verification:
+        start, stop = span
+        got = device_out[start:stop]
+        got = got if isinstance(got, np.ndarray) else got.get()  # this thread's copy down
+        return compare(got, expected(start, stop), method, rtol, atol)
+
+    total = Verification(method, rtol=rtol, atol=atol)
+    spans = list(chunk_ranges(device_out.size, piece))
+    progress = Progress("verify", device_out.size)
+    with concurrent.futures.ThreadPoolExecutor(min(cores(), len(spans) or 1)) as pool:
+        for (start, _), part in zip(spans, pool.map(check, spans)):  # in order: the first bad
+            total.checked += part.checked
+            total.bad += part.bad
+            total.unwritten += part.unwritten
+            if total.first_bad is None and part.first_bad is not None:
+                total.first_bad = start + part.first_bad
+            total.max_error = max(total.max_error, part.max_error)
+            progress.update(total.checked)
+    return total
 
 
 # ---------------------------------------------------------------------------

@@ -232,7 +232,8 @@ class Toolchain:
         if record["cache"] == "miss":
             ms = (time.perf_counter() - start) * 1e3
             try:
-                self.cache[key] = struct.pack("<d", ms) + as_bytes(code)
+                data = code.code.encode() if isinstance(code.code, str) else bytes(code.code)
+                self.cache[key] = struct.pack("<d", ms) + data  # as made: the links' keys agree
             except IsADirectoryError:
                 record["note"] = ("a damaged entry (a directory in its place) could not be "
                                   "replaced; remove it")

@@ -15,17 +15,25 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import struct
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import cuda_samples_utils as utils
+import numpy as np
+from cuda.core import Buffer
 from jitlto_run import SampleError, say
 
 CHECKED_BY = {"reference": "verified against NumPy reference",
               "cpu-compiled": "verified against the same Python function compiled for the CPU "
                               "(numba.vectorize)",
               "cross-check": "cross-checked against the ptx build: they match"}
+
+
+# Host bytes a reference may keep to serve several builds; a larger one is computed again for each
+# build, piece by piece, so host memory stays near the input's size.
+REFERENCE_BUDGET = 256 << 20
 
 
 @dataclass
@@ -37,32 +45,41 @@ class Gpu:
     host_input: object
     d_in: object
     d_out: object
-    d_expected: object
+    d_expected: object  # a plug-in without a reference: the PTX build's output, to compare with
     record: object
-    expected_for: str | None = None  # the plug-in whose reference d_expected holds
+    references: dict = field(default_factory=dict)  # each plug-in's, if it fits the budget
 
     @property
     def max_grid(self) -> int:
         return self.device.properties.max_grid_dim_x
 
     def poison(self, array) -> None:
-        array.view("uint32").fill(utils.POISON_BITS)
+        """Fill a float32 array with POISON_BITS (cuda.core's 4-byte Buffer.fill, on the stream)."""
+        view = Buffer.from_handle(array.data.ptr, array.nbytes, owner=array)
+        view.fill(struct.pack("<I", utils.POISON_BITS), stream=self.stream)
 
-    def expect(self, plugin, fill) -> None:
-        """d_expected for the plug-in: its reference of the input (computed once, on every core),
-        or, without one, what fill(d_expected) writes (the PTX build's kernel)."""
+    def expected(self, plugin, fill):
+        """What d_out must hold, as expected(start, stop): the plug-in's reference of the input
+        (computed once on every core, where it fits the budget), or, for a plug-in without one,
+        what fill(d_expected) writes there (the PTX build's output)."""
         if plugin.checked_by == "cross-check":
-            self.expected_for = None
             fill(self.d_expected)
-        elif self.expected_for != plugin.name:
+            return lambda start, stop: self.d_expected[start:stop].get()
+        x = self.host_input
+        if plugin.name not in self.references and 4 * x.size <= REFERENCE_BUDGET:
             with self.record.phase("reference"):
-                utils.fill_on_every_core(plugin.reference, self.host_input, self.d_expected)
-            self.expected_for = plugin.name
+                kept = np.empty_like(x)
+                utils.fill_on_every_core(plugin.reference, x, kept)
+            self.references[plugin.name] = kept
+        kept = self.references.get(plugin.name)
+        if kept is not None:
+            return lambda start, stop: kept[start:stop]
+        return lambda start, stop: plugin.reference(x[start:stop])
 
-    def verify(self, label: str, plugin) -> utils.Verification:
-        """Check d_out against d_expected; print what was checked and found."""
+    def verify(self, label: str, expected, method: str) -> utils.Verification:
+        """Check every element of d_out; print what was checked and found."""
         with self.record.phase("verify"):
-            check = utils.compare(self.d_out, self.d_expected, plugin.checked_by)
+            check = utils.verify(self.d_out, expected, method)
         if check.ok:
             print(f"  [{label}] {check.describe()}\n  [{label}] result {CHECKED_BY[check.method]}")
         else:
@@ -88,8 +105,9 @@ def import_cupy():
 
 
 @contextlib.contextmanager
-def open_gpu(device_index: int, elements: int, record):
-    """GPU `device_index`, checked, with a stream CuPy shares and the run's three arrays."""
+def open_gpu(device_index: int, elements: int, plugins: list, record):
+    """GPU `device_index`, checked, with a stream CuPy shares and the run's arrays (a third one
+    where a plug-in without a reference is cross-checked)."""
     with record.phase("device set-up"):
         device = utils.check_device_index(device_index, utils.list_devices())
         utils.print_gpu_info(device)
@@ -97,8 +115,10 @@ def open_gpu(device_index: int, elements: int, record):
         cp = import_cupy()
         device.set_current()
         free, total = cp.cuda.runtime.memGetInfo()
-        utils.check_free_memory(3 * 4 * elements + (256 << 20), free,
-                                f"--elements {elements:,} (3 float32 arrays)")
+        cross_check = any(plugin.checked_by == "cross-check" for plugin in plugins)
+        arrays = 3 if cross_check else 2
+        utils.check_free_memory(arrays * 4 * elements + (256 << 20), free,
+                                f"--elements {elements:,} ({arrays} float32 arrays)")
         capability = device.compute_capability
         record.data["device"] = {
             "index": device_index, "name": device.name, "arch": f"sm_{device.arch}",
@@ -116,13 +136,14 @@ def open_gpu(device_index: int, elements: int, record):
             with record.phase("upload"):
                 d_in = cp.empty(elements, dtype=cp.float32)
                 utils.fill_on_every_core(lambda x: x, host_input, d_in)
-            gpu = Gpu(device, stream, host_input, d_in, cp.empty_like(d_in), cp.empty_like(d_in),
-                      record)
+            gpu = Gpu(device, stream, host_input, d_in, cp.empty_like(d_in),
+                      cp.empty_like(d_in) if cross_check else None, record)
             yield gpu
     finally:
         stream.sync()
         if gpu is not None:  # the arrays go back to the driver now, not when the run's objects die
             gpu.d_in = gpu.d_out = gpu.d_expected = gpu.host_input = None
+            gpu.references.clear()
         cp.get_default_memory_pool().free_all_blocks()
         cp.get_default_pinned_memory_pool().free_all_blocks()
         stream.close()
@@ -167,24 +188,24 @@ def time_ms(gpu, launch) -> float:
         return utils.median_time_ms(gpu.stream, launch, warmup=WARMUP, repeats=REPEATS)
 
 
-def checked_row(gpu, plugin, row: Row) -> Row:
+def checked_row(gpu, plugin, expected, row: Row) -> Row:
     """The row, with what the check of its output found (every timed launch wrote d_out)."""
     with gpu.record.phase("verify"):
-        check = utils.compare(gpu.d_out, gpu.d_expected, plugin.checked_by)
+        check = utils.verify(gpu.d_out, expected, plugin.checked_by)
     row.verified, row.failure = check.ok, None if check.ok else check.describe()
     return row
 
 
-def build_row(gpu, plugin, build, launch) -> Row:
+def build_row(gpu, plugin, expected, build, launch) -> Row:
     """A build's kernel timed and checked."""
     ms = time_ms(gpu, lambda: launch(build.kernel, gpu.d_out))
-    return checked_row(gpu, plugin, Row(build.label, plugin.name,
+    return checked_row(gpu, plugin, expected, Row(build.label, plugin.name,
                                         build.compile_ms if build.compiles else None,
                                         build.link_ms, build.cubin_bytes, build.registers,
                                         build.calls_left, ms))
 
 
-def cupy_row(gpu, plugin, operation: str) -> Row:
+def cupy_row(gpu, plugin, expected, operation: str) -> Row:
     """CuPy's ElementwiseKernel of the same formula: what a user would otherwise write. Its
     'compile ms' is its first call, which compiles (or loads from CuPy's own cache)."""
     import cupy as cp
@@ -195,7 +216,8 @@ def cupy_row(gpu, plugin, operation: str) -> Row:
     gpu.stream.sync()
     first_ms = (time.perf_counter() - start) * 1e3
     ms = time_ms(gpu, lambda: transform(gpu.d_in, gpu.d_out))
-    return checked_row(gpu, plugin, Row("cupy elementwise", plugin.name, first_ms, kernel_ms=ms))
+    return checked_row(gpu, plugin, expected, Row("cupy elementwise", plugin.name, first_ms,
+                                                  kernel_ms=ms))
 
 
 def finish_table(gpu, rows: list[Row]) -> dict:
