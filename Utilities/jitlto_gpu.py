@@ -144,9 +144,9 @@ def open_gpu(device_index: int, elements: int, plugins: list, record):
         if gpu is not None:  # the arrays go back to the driver now, not when the run's objects die
             gpu.d_in = gpu.d_out = gpu.d_expected = gpu.host_input = None
             gpu.references.clear()
+        stream.close()  # and with it whatever its work still held
         cp.get_default_memory_pool().free_all_blocks()
         cp.get_default_pinned_memory_pool().free_all_blocks()
-        stream.close()
         if private and "jitLtoLinking-cupy-" in os.environ.get("CUPY_CACHE_DIR", ""):
             shutil.rmtree(os.environ.pop("CUPY_CACHE_DIR"), ignore_errors=True)
 
