@@ -273,12 +273,20 @@ def verify(device_out, expected, method: str, rtol: float = 1e-5, atol: float = 
     of the values expected there, piece by piece on every core: host memory stays a few pieces
     per core, whatever the array's size."""
 
+    def fetch(start: int, stop: int) -> np.ndarray:
+        got = device_out[start:stop]
+        if isinstance(got, np.ndarray):
+            return got.copy()
+        return got.get(out=pinned(stop - start))  # down into this thread's pinned buffer
+
     def check(span: tuple[int, int]) -> Verification:
         start, stop = span
-        got = device_out[start:stop]
-        if not isinstance(got, np.ndarray):  # copied down into this thread's pinned buffer
-            got = got.get(out=pinned(stop - start))
-        return compare(got, expected(start, stop), method, rtol, atol)
+        got, want = fetch(start, stop), expected(start, stop)
+        error = np.abs(np.subtract(got, want, out=got), out=got)  # in place: few passes over memory
+        largest = float(error.max())  # NaN if any element is NaN (poison included)
+        if largest <= atol:  # every limit is at least atol, so every element passes
+            return Verification(method, checked=stop - start, max_error=largest, rtol=rtol, atol=atol)
+        return compare(fetch(start, stop), want, method, rtol, atol)  # a closer look
 
     total = Verification(method, rtol=rtol, atol=atol)
     spans = list(chunk_ranges(device_out.size, piece))

@@ -133,11 +133,13 @@ def open_gpu(device_index: int, elements: int, plugins: list, record):
         with cp.cuda.Stream.from_external(stream):
             with record.phase("input"):
                 host_input = utils.standard_normal_float32(elements, seed=0)
+            # No local names for the arrays: the Gpu alone holds them, and gives them back at the end.
+            gpu = Gpu(device, stream, host_input, cp.empty(elements, dtype=cp.float32),
+                      cp.empty(elements, dtype=cp.float32),
+                      cp.empty(elements, dtype=cp.float32) if cross_check else None, record)
+            del host_input
             with record.phase("upload"):
-                d_in = cp.empty(elements, dtype=cp.float32)
-                utils.fill_on_every_core(lambda x: x, host_input, d_in)
-            gpu = Gpu(device, stream, host_input, d_in, cp.empty_like(d_in),
-                      cp.empty_like(d_in) if cross_check else None, record)
+                utils.fill_on_every_core(lambda x: x, gpu.host_input, gpu.d_in)
             yield gpu
     finally:
         stream.sync()
