@@ -221,7 +221,7 @@ def plugin_swap(tools, library_ltoir: ObjectCode, gpu) -> None:
     swap_ltoir = tools.compile(compile_ltoir, SWAP_PLUGIN)
     build = tools.link(link_lto, "swap", SWAP_PLUGIN, library_ltoir, swap_ltoir)
     check(tools, build, SWAP_PLUGIN, gpu, swap_line(build, tools.builds, LIBRARY_SOURCE,
-                                                    tools.shipped_from))
+                                                    tools.library_from))
 
 
 # ==== Launch and verify =======================================================

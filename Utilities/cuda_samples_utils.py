@@ -3,16 +3,10 @@
 """Helpers any CUDA Python sample can share.
 
 A superset of the `cuda_samples_utils.py` that NVIDIA's Python samples share
-(`check_cuda_requirements`, `verify_array_result`, `print_gpu_info`), with:
-
-* finding the driver and the devices (cuda.core `Device`), checking an index
-  and free memory;
-* drawing a large random input in parallel, reproducibly, and filling a device
-  array from the host on every core;
-* checking a float32 device array element by element against NumPy, piece by
-  piece on every core, in bounded host memory;
-* timing a launch with CUDA events (median of repeats);
-* progress lines, byte counts and plain text tables.
+(`check_cuda_requirements`, `verify_array_result`, `print_gpu_info`), with: the driver
+and devices checked (cuda.core `Device`), a large random input drawn on every core,
+copies between host and GPU through pinned memory, a float32 array checked element by
+element in bounded host memory, launches timed with CUDA events, and plain tables.
 """
 
 from __future__ import annotations
@@ -50,18 +44,13 @@ def check_cuda_requirements() -> bool:
     return True
 
 
-def verify_array_result(
-    result, expected, rtol: float = 1e-5, atol: float = 1e-8, verbose: bool = True
-) -> bool:
+def verify_array_result(result, expected, rtol=1e-5, atol=1e-8, verbose: bool = True) -> bool:
     """Whether two NumPy (or two CuPy) arrays match within tolerance; prints PASSED, or FAILED and
     the max error."""
-    xp = np
-    if not (isinstance(result, np.ndarray) and isinstance(expected, np.ndarray)):
-        xp = sys.modules.get("cupy")  # a CuPy array exists only once CuPy is loaded
-        if xp is None or not (isinstance(result, xp.ndarray) and isinstance(expected, xp.ndarray)):
-            raise TypeError(
-                "verify_array_result expects both arrays to be numpy.ndarray or both cupy.ndarray"
-            )
+    xp = np if isinstance(result, np.ndarray) else sys.modules.get("cupy")
+    if xp is None or not (isinstance(result, xp.ndarray) and isinstance(expected, xp.ndarray)):
+        raise TypeError("verify_array_result expects both arrays to be numpy.ndarray or both "
+                        "cupy.ndarray")
     if xp.allclose(result, expected, rtol=rtol, atol=atol):
         if verbose:
             print("Test PASSED")
@@ -84,15 +73,13 @@ def print_gpu_info(device) -> None:
 
 
 def list_devices() -> tuple:
-    """Every GPU the driver can see, as cuda.core Devices; WaivedError if there is no driver or no
-    GPU."""
+    """Every GPU the driver sees, as cuda.core Devices; WaivedError without a driver or a GPU."""
     try:
         devices = Device.get_all_devices()  # cuda.core loads the driver here, not at import
     except Exception as exc:  # noqa: BLE001 -- no libcuda.so, or a driver that cannot start
-        raise WaivedError(
-            f"no usable CUDA driver or GPU ({str(exc).strip()}); this run is waived "
-            f"(exit {EXIT_WAIVED}); --compile-only --arch sm_90 builds without one"
-        ) from None
+        raise WaivedError(f"no usable CUDA driver or GPU ({str(exc).strip()}); this run is waived "
+                          f"(exit {EXIT_WAIVED}); --compile-only --arch sm_90 builds without one"
+                          ) from None
     if not devices:
         raise WaivedError(f"the CUDA driver sees no GPU; this run is waived (exit {EXIT_WAIVED})")
     return devices
@@ -104,74 +91,72 @@ def driver_version() -> str | None:
         err, version = driver.cuDriverGetVersion()
     except RuntimeError:  # no libcuda.so to load
         return None
-    if err != driver.CUresult.CUDA_SUCCESS:
-        return None
-    return f"{version // 1000}.{version % 1000 // 10}"
+    return f"{version // 1000}.{version % 1000 // 10}" if err == 0 else None
 
 
 def check_device_index(index: int, devices):
-    """Return the device at index, or say which devices exist."""
+    """The device at index; UsageError saying which devices exist."""
     if 0 <= index < len(devices):
         return devices[index]
     listing = "; ".join(f"{i}: {d.name}" for i, d in enumerate(devices))
-    raise UsageError(
-        f"--device {index} does not exist; this machine has {len(devices)} "
-        f"device(s), numbered 0 to {len(devices) - 1} ({listing})"
-    )
+    raise UsageError(f"--device {index} does not exist; this machine has {len(devices)} "
+                     f"device(s), numbered 0 to {len(devices) - 1} ({listing})")
 
 
 def check_free_memory(needed: int, free: int, what: str) -> None:
     """UsageError unless `needed` bytes fit in `free` bytes of device memory."""
     if needed > free:
-        raise UsageError(
-            f"{what} needs {format_bytes(needed)} of device memory, but only "
-            f"{format_bytes(free)} is free; choose a smaller --elements"
-        )
+        raise UsageError(f"{what} needs {needed / 2**30:.1f} GiB of device memory, but only "
+                         f"{free / 2**30:.1f} GiB is free; choose a smaller --elements")
 
 
 # ---------------------------------------------------------------------------
-# Input
+# Host work on every core, and copies between host and GPU
 # ---------------------------------------------------------------------------
 
 INPUT_BLOCK = 1 << 22  # elements drawn by one child generator; fixed, so the input never changes
 
 
 def cores() -> int:
-    """Threads for host-side NumPy work: one per core, since NumPy releases the GIL inside its
-    loops."""
+    """Threads for host-side NumPy work: one per core, since NumPy releases the GIL in its loops."""
     return max(1, os.cpu_count() or 1)
 
 
 def chunk_ranges(total: int, chunk: int):
-    """Yield (start, stop) pairs that cover range(total) in steps of `chunk`."""
-    for start in range(0, total, chunk):
-        yield start, min(start + chunk, total)
+    """(start, stop) pairs that cover range(total) in steps of `chunk`."""
+    return [(start, min(start + chunk, total)) for start in range(0, total, chunk)]
+
+
+def progress(label: str, total: int, every_s: float = 3.0):
+    """A function done(count) that prints '    label: done of total (pct)' every few seconds of a
+    long phase, and once more at the end if it printed before; short phases print nothing."""
+    last = [time.perf_counter(), False]  # when it last printed, and whether it ever did
+
+    def done(count: int) -> None:
+        if time.perf_counter() - last[0] >= every_s or (last[1] and count >= total):
+            last[:] = time.perf_counter(), True
+            print(f"    {label}: {count:,} of {total:,} elements ({100 * count / total:.0f}%)")
+
+    return done
 
 
 def standard_normal_float32(count: int, seed: int = 0) -> np.ndarray:
-    """count standard-normal float32 values from default_rng(seed), drawn as float32, in parallel.
-
-    One generator fills one array at a few hundred million values a second
-    at best, which would dominate a large run. So the array is cut into
-    blocks of INPUT_BLOCK elements and block k is drawn by child k of
-    default_rng(seed) (NumPy's Generator.spawn, made for parallel streams):
-    the values depend only on seed and count, not on how many threads drew them.
-    """
+    """count standard-normal float32 values from default_rng(seed), drawn on every core: block k
+    of INPUT_BLOCK elements by child k of default_rng(seed) (Generator.spawn, made for parallel
+    streams), so the values depend only on seed and count, not on how many threads drew them."""
     values = np.empty(count, dtype=np.float32)
-    blocks = list(chunk_ranges(count, INPUT_BLOCK))
+    blocks = chunk_ranges(count, INPUT_BLOCK)
     children = np.random.default_rng(seed).spawn(len(blocks))
-    progress = Progress("input", count)
+    done = progress("input", count)
 
     def draw(k: int) -> int:
         start, stop = blocks[k]
         children[k].standard_normal(out=values[start:stop], dtype=np.float32)
-        return stop - start
+        return stop
 
-    done = 0
     with concurrent.futures.ThreadPoolExecutor(cores()) as pool:
-        for drawn in pool.map(draw, range(len(blocks))):  # NumPy's generators release the GIL
-            done += drawn
-            progress.update(done)
+        for stop in pool.map(draw, range(len(blocks))):
+            done(stop)
     return values
 
 
@@ -179,9 +164,9 @@ PINNED = threading.local()  # each thread's page-locked host buffer, reused from
 
 
 def pinned(count: int) -> np.ndarray:
-    """This thread's page-locked (pinned) float32 host buffer of `count` elements: copies between
-    it and the GPU run at the bus's full speed, where pageable memory goes through the driver's
-    own small buffer at a fraction of it."""
+    """This thread's pinned (page-locked) float32 buffer of `count` elements: copies between it and
+    the GPU run at the bus's full speed; from pageable memory they go through a small buffer of
+    the driver's at a fraction of it."""
     buffer = getattr(PINNED, "buffer", None)
     if buffer is None or buffer.size < count:
         memory = sys.modules["cupy"].cuda.alloc_pinned_memory(4 * count)  # from CuPy's pinned pool
@@ -190,8 +175,8 @@ def pinned(count: int) -> np.ndarray:
 
 
 def fill_on_every_core(function, host: np.ndarray, out, piece: int = 1 << 22) -> None:
-    """out[i] = function(host[i]) for every i, piece by piece on every core (NumPy releases the
-    GIL); `out` a NumPy array, or a CuPy one that each piece is copied up to as it is done."""
+    """out[i] = function(host[i]) for every i, piece by piece on every core; `out` a NumPy array, or
+    a CuPy one that each piece is copied up to as it is done."""
 
     def fill(span: tuple[int, int]) -> None:
         start, stop = span
@@ -208,7 +193,7 @@ def fill_on_every_core(function, host: np.ndarray, out, piece: int = 1 << 22) ->
 
 
 # ---------------------------------------------------------------------------
-# Checking
+# Checking every element
 # ---------------------------------------------------------------------------
 
 # A quiet NaN with a payload no arithmetic makes: an element that still holds it after a launch
@@ -218,7 +203,7 @@ POISON_BITS = 0x7FC0DEAD
 
 @dataclass
 class Verification:
-    """The outcome of checking `checked` elements against what was expected."""
+    """What checking `checked` elements found."""
 
     method: str  # "reference" (NumPy), "cpu-compiled" (numba's CPU build), "cross-check"
     checked: int = 0
@@ -234,7 +219,6 @@ class Verification:
         return self.checked > 0 and self.bad == 0
 
     def describe(self) -> str:
-        """One line for the terminal."""
         if self.ok:
             return f"{self.checked:,} elements checked, largest error {self.max_error:.3g}"
         text = (f"{self.bad:,} of {self.checked:,} elements wrong, first at index "
@@ -245,18 +229,13 @@ class Verification:
         return {**asdict(self), "ok": self.ok}
 
 
-def compare(got: np.ndarray, want: np.ndarray, method: str, rtol: float = 1e-5,
-            atol: float = 1e-5) -> Verification:
+def compare(got: np.ndarray, want: np.ndarray, method: str, rtol=1e-5, atol=1e-5) -> Verification:
     """Check float32 `got` against `want` element by element: |got - want| <= atol + rtol*|want|.
-    NaN in both is a match (a plug-in may return NaN); NaN in one only, or POISON_BITS in
-    either, is wrong."""
+    NaN in both is a match (a plug-in may return NaN); NaN in one only, or POISON_BITS, is wrong."""
     with np.errstate(invalid="ignore"):
         error = np.abs(got - want)
     result = Verification(method, checked=got.size, rtol=rtol, atol=atol)
     bad = ~(error <= atol + rtol * np.abs(want))  # NaN is never <=: poison and NaNs land here
-    if not bad.any():  # the usual case, in a few passes
-        result.max_error = float(error.max(initial=0.0))
-        return result
     suspects = np.flatnonzero(bad)  # a closer look at the few that failed
     g, w = got[suspects], want[suspects]
     unwritten = (g.view(np.uint32) == POISON_BITS) | (w.view(np.uint32) == POISON_BITS)
@@ -267,17 +246,14 @@ def compare(got: np.ndarray, want: np.ndarray, method: str, rtol: float = 1e-5,
     return result
 
 
-def verify(device_out, expected, method: str, rtol: float = 1e-5, atol: float = 1e-5,
-           piece: int = 1 << 22) -> Verification:
-    """Check a float32 device (CuPy) or host array against expected(start, stop), a NumPy array
-    of the values expected there, piece by piece on every core: host memory stays a few pieces
-    per core, whatever the array's size."""
+def verify(device_out, expected, method: str, rtol=1e-5, atol=1e-5, piece=1 << 22) -> Verification:
+    """Check a float32 device (CuPy) or host array against expected(start, stop), a NumPy array of
+    the values expected there, piece by piece on every core: host memory stays a few pieces per
+    core, whatever the array's size."""
 
     def fetch(start: int, stop: int) -> np.ndarray:
         got = device_out[start:stop]
-        if isinstance(got, np.ndarray):
-            return got.copy()
-        return got.get(out=pinned(stop - start))  # down into this thread's pinned buffer
+        return got.copy() if isinstance(got, np.ndarray) else got.get(out=pinned(stop - start))
 
     def check(span: tuple[int, int]) -> Verification:
         start, stop = span
@@ -289,8 +265,8 @@ def verify(device_out, expected, method: str, rtol: float = 1e-5, atol: float = 
         return compare(fetch(start, stop), want, method, rtol, atol)  # a closer look
 
     total = Verification(method, rtol=rtol, atol=atol)
-    spans = list(chunk_ranges(device_out.size, piece))
-    progress = Progress("verify", device_out.size)
+    spans = chunk_ranges(device_out.size, piece)
+    done = progress("verify", device_out.size)
     with concurrent.futures.ThreadPoolExecutor(min(cores(), len(spans) or 1)) as pool:
         for (start, _), part in zip(spans, pool.map(check, spans)):  # in order: the first bad
             total.checked += part.checked
@@ -299,12 +275,12 @@ def verify(device_out, expected, method: str, rtol: float = 1e-5, atol: float = 
             if total.first_bad is None and part.first_bad is not None:
                 total.first_bad = start + part.first_bad
             total.max_error = max(total.max_error, part.max_error)
-            progress.update(total.checked)
+            done(total.checked)
     return total
 
 
 # ---------------------------------------------------------------------------
-# Timing
+# Timing, and tables
 # ---------------------------------------------------------------------------
 
 
@@ -319,49 +295,11 @@ def median_time_ms(stream, launch, warmup: int = 5, repeats: int = 25) -> float:
         launch()
         pairs.append((start, stream.record(options=timing)))
     stream.sync()
-    times = sorted(end - start for start, end in pairs)
+    times = [end - start for start, end in pairs]
     for start, end in pairs:
         start.close()
         end.close()
     return float(np.median(times))
-
-
-# ---------------------------------------------------------------------------
-# Output
-# ---------------------------------------------------------------------------
-
-
-class Progress:
-    """Prints 'label: done of total (pct), rate' every few seconds of a long phase.
-
-    Short phases print nothing, so small runs stay quiet.
-    """
-
-    def __init__(self, label: str, total: int, every_s: float = 3.0, unit: str = "elements"):
-        self.label, self.total, self.every_s, self.unit = label, total, every_s, unit
-        self.start = self.last = time.perf_counter()
-        self.printed = False
-
-    def update(self, done: int) -> None:
-        now = time.perf_counter()
-        if now - self.last >= self.every_s or (self.printed and done >= self.total):
-            self.last, self.printed = now, True
-            rate = done / max(now - self.start, 1e-9)
-            print(
-                f"    {self.label}: {done:,} of {self.total:,} {self.unit} "
-                f"({100.0 * done / self.total:.0f}%), {rate / 1e6:,.0f} M {self.unit}/s",
-                flush=True,
-            )
-
-
-def format_bytes(count: int) -> str:
-    """1536 -> '1.5 KiB'."""
-    value = float(count)
-    for unit in ("bytes", "KiB", "MiB", "GiB"):
-        if value < 1024:
-            return f"{value:.0f} bytes" if unit == "bytes" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{value:.1f} TiB"
 
 
 def print_table(headers: list[str], rows: list[list]) -> None:
@@ -369,10 +307,8 @@ def print_table(headers: list[str], rows: list[list]) -> None:
     cells = [headers] + [["-" if v is None else str(v) for v in row] for row in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
     for n, row in enumerate(cells):
-        line = "  ".join(
-            cell.ljust(width) if i == 0 else cell.rjust(width)
-            for i, (cell, width) in enumerate(zip(row, widths))
-        )
+        line = "  ".join(cell.ljust(width) if i == 0 else cell.rjust(width)
+                         for i, (cell, width) in enumerate(zip(row, widths)))
         print("  " + line.rstrip())
         if n == 0:
             print("  " + "  ".join("-" * width for width in widths))

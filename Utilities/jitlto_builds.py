@@ -1,18 +1,17 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Copyright (c) 2026, the jitLtoLinking authors
 """Around each compile and link of the lesson: timed, kept in --cache-dir, recorded, a failure
-explained; and what is read off each linked cubin for the build report.
+explained; and the build report, read off each linked cubin.
 
-`Toolchain.compile(step, module)` and `Toolchain.link(step, ...)` call the script's step
-functions as they are written. The report's facts come from the built code, never from what the
-sample expects: the cubin's symbols and relocations (read with pyelftools) say whether
-`user_transform` is still a function the kernel calls, and the kernel's attributes (on a GPU) or
-the cubin's `.nv.info` records (without one) how many registers a thread uses.
+`Toolchain.compile(step, plugin)` and `Toolchain.link(step, ...)` call the script's step functions as
+they are written. The report's facts come from the built code, never from what the sample expects:
+the cubin's symbols and relocations (read with pyelftools) say whether `user_transform` is still a
+function the kernel calls; the kernel's attributes (on a GPU) or the cubin's `.nv.info` records
+(without one) how many registers a thread uses.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import inspect
 import io
@@ -31,16 +30,14 @@ from cuda.bindings import nvjitlink, nvrtc
 from cuda.core import Linker, LinkerOptions, ObjectCode
 from cuda.core.utils import FileStreamProgramCache
 from cuda.pathfinder import find_nvidia_header_directory
+from cuda_samples_utils import check_device_index, driver_version, list_devices
 from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 from elftools.elf.relocation import RelocationSection
-
-from cuda_samples_utils import check_device_index, driver_version, list_devices
 from jitlto_files import emit
 from jitlto_run import INSTALL_HINT, SampleError, UsageError
 
-KERNEL, CALLEE = "apply_transform", "user_transform"
-LOADERS = {"ptx": ObjectCode.from_ptx, "ltoir": ObjectCode.from_ltoir, "cubin": ObjectCode.from_cubin}
+LOADERS = {"ptx": ObjectCode.from_ptx, "ltoir": ObjectCode.from_ltoir}
 
 
 @dataclass
@@ -65,8 +62,7 @@ class Build:
     skipped: str | None = None
 
     @property
-    def kind(self) -> str:
-        """The label without the plug-in's name: 'ptx', 'lto', 'half-LTO', ..."""
+    def kind(self) -> str:  # the label without the plug-in's name
         return self.label.removesuffix(f" {self.plugin}")
 
     @property
@@ -89,36 +85,30 @@ class Toolchain:
     """How a run builds: the architecture, --cache-dir, and every compile and build it made."""
 
     def __init__(self, arch: str, record, cache_dir=None, emit_dir=None, several_plugins=False,
-                 shipped: tuple[str, bytes] | None = None):
-        self.arch, self.record = arch, record
+                 library: str | None = None):
+        self.arch, self.record, self.several_plugins = arch, record, several_plugins
         self.versions = {"nvrtc": tool_version("NVRTC", lambda: nvrtc.nvrtcVersion()[1:]),
                          "nvjitlink": tool_version("nvJitLink", nvjitlink.version)}
         folder = find_nvidia_header_directory("cudart")  # CUDA's headers, from the wheels
         self.include_path = [folder] if folder else None
         self.cache = open_cache(Path(cache_dir)) if cache_dir else None
         self.emit = Path(emit_dir) if emit_dir else None
-        self.several_plugins = several_plugins
         self.made: dict[int, dict] = {}  # each compile's record, until a build that uses it takes it
         self.builds: list[Build] = record.builds
-        self.driver_noted = False
-        # --library FILE: the library's LTO-IR as it ships, read and checked already
-        self.shipped_from, self.shipped_library = shipped[0] if shipped else None, None
-        if shipped:
-            check_library(shipped[0], arch)
-            self.shipped_library = ObjectCode.from_ltoir(shipped[1], name=shipped[0])
+        self.library_from, self.shipped_library = library, None  # --library FILE, read and checked
+        if library:
+            self.shipped_library = ObjectCode.from_ltoir(check_library(library, arch), name=library)
         record.data.update(arch=arch, versions={
             "python": sys.version.split()[0], **self.versions, "driver_cuda": driver_version(),
-            **{key: getattr(sys.modules.get(name), "__version__", None) for key, name in (
+            **{name: getattr(sys.modules.get(module), "__version__", None) for name, module in (
                 ("numpy", "numpy"), ("cupy", "cupy"), ("cuda_core", "cuda.core"),
                 ("cuda_bindings", "cuda.bindings"))}})
 
     @classmethod
     def for_run(cls, args, gpu, record) -> Toolchain:
         """The run's toolchain: for the GPU's own architecture, or --arch with --compile-only."""
-        arch = args.arch
-        if gpu:
-            arch = f"sm_{gpu.device.arch}"
-        elif arch is None:
+        arch = f"sm_{gpu.device.arch}" if gpu else args.arch
+        if arch is None:
             try:
                 arch = f"sm_{check_device_index(args.device, list_devices()).arch}"
             except SampleError:
@@ -126,60 +116,50 @@ class Toolchain:
                                  ) from None
         if args.compile_only:
             print(f"Compile only, for {arch}: nothing is launched")
-        shipped = (args.library, args.library_ltoir) if args.library else None
-        return cls(arch, record, args.cache_dir, args.emit, len(args.plugins) > 1, shipped)
+        return cls(arch, record, args.cache_dir, args.emit, len(args.plugins) > 1, args.library)
 
-    def compile(self, step, module) -> ObjectCode:
-        """module (a Plugin) compiled by `step` (compile_ptx or compile_ltoir), for this arch."""
-        target = step.__name__.removeprefix("compile_")  # "ptx" or "ltoir"
-        logs = io.StringIO()
-        with self.record.phase("compile"), self.driver_note():
-            start, files = time.perf_counter(), []
-            if module.is_python:  # numba-cuda compiles it, for the GPU and for the CPU reference
-                import jitlto_python  # loads numba-cuda, which takes a second
+    def compile(self, step, plugin) -> ObjectCode:
+        """The plug-in (or the library) compiled by `step` (compile_ptx or compile_ltoir)."""
+        target, logs, start = step.__name__.removeprefix("compile_"), io.StringIO(), time.perf_counter()
+        with self.record.phase("compile"), warnings.catch_warnings():
+            # cuda.core warns that this driver could not load the PTX of a newer NVRTC: the sample
+            # never gives it PTX, nvJitLink makes the cubin.
+            warnings.filterwarnings("ignore", ".*driver version is older", RuntimeWarning)
+            if plugin.is_python:  # numba-cuda compiles it, for the GPU and for the CPU reference
+                import jitlto_python
 
-                code, module.reference = jitlto_python.compile_plugin(module, target, self.arch)
+                code, plugin.reference = jitlto_python.compile_plugin(plugin, target, self.arch)
                 cache = {"cache": "off", "compiler": "numba-cuda"}
             else:
-                files = module.headers and [part for p in module.headers
-                                            for part in (str(p), p.read_bytes())]
-                key = None if files is None else digest(
-                    "compile", inspect.getsource(step), module.source, module.nvrtc_name,
-                    self.arch, str(self.include_path), self.versions["nvrtc"], *files)
-                code, cache = self.cached(key, LOADERS[target], module.nvrtc_name, lambda: step(
-                    module.source, self.arch, module.nvrtc_name, self.include_path if module.path else None, logs),
-                    explain=lambda text: compile_error(text, module.name))
-            ms = (time.perf_counter() - start) * 1e3
-        if files is None and not module.is_python and self.cache is not None:
-            cache["note"] = "not cached: it #includes a file through a macro"
-        self.made[id(code)] = {"module": module.name, "target": target, "ms": ms, **cache,
-                               "source_sha256": hashlib.sha256(module.source.encode()).hexdigest(),
-                               **({"warnings": clean(logs.getvalue())} if logs.getvalue() else {})}
+                files = plugin.headers and [part for path in plugin.headers
+                                            for part in (str(path), path.read_bytes())]
+                key = files is not None and digest(  # None: a header named through a macro
+                    inspect.getsource(step), plugin.source, plugin.nvrtc_name, self.arch,
+                    str(self.include_path), self.versions["nvrtc"], *files)
+                code, cache = self.cached(key, LOADERS[target], plugin.nvrtc_name, lambda: step(
+                    plugin.source, self.arch, plugin.nvrtc_name,
+                    self.include_path if plugin.path else None, logs),
+                    lambda log: compile_error(log, plugin.name))
+                if not key and self.cache is not None:
+                    cache["note"] = "not cached: it #includes a file through a macro"
+        self.made[id(code)] = {"module": plugin.name, "target": target,
+                               "ms": (time.perf_counter() - start) * 1e3, **cache,
+                               "source_sha256": hashlib.sha256(plugin.source.encode()).hexdigest()}
+        if logs.getvalue().strip():
+            self.made[id(code)]["warnings"] = clean(logs.getvalue())
         return code
 
     def link(self, step, kind: str, plugin, *inputs: ObjectCode) -> Build:
         """The build of `kind` for `plugin`: `inputs` linked by `step` (link_ptx or link_lto)."""
         build = self.new_build(kind, plugin, inputs)
-        key = digest("link", inspect.getsource(step), self.arch, self.versions["nvjitlink"],
+        key = digest(inspect.getsource(step), self.arch, self.versions["nvjitlink"],
                      *(part for code in inputs for part in (code.code_type, bytes(code.code))))
         with self.record.phase("link"):
             start = time.perf_counter()
-            build.code, build.link_cache = self.cached(
-                key, ObjectCode.from_cubin, build.label, lambda: step(self.arch, *inputs),
-                explain=lambda text: link_error(text, plugin.name))
+            build.code, cache = self.cached(key, ObjectCode.from_cubin, build.label, lambda: step(
+                self.arch, *inputs), lambda log: link_error(log, plugin.name))
             build.link_ms = (time.perf_counter() - start) * 1e3
-        if self.cache is None:
-            build.link_cache = None
-        return build
-
-    def new_build(self, kind: str, plugin, inputs=(), code=None) -> Build:
-        """A build, holding the compiles of its inputs that no earlier build holds."""
-        label = f"{kind} {plugin.name}" if self.several_plugins else kind
-        compiles = [self.made.pop(id(c)) for c in inputs if id(c) in self.made]
-        build = Build(label, plugin.name, code, list(inputs), compiles)
-        if self.shipped_library is not None and self.shipped_library in inputs:
-            build.library_from = self.shipped_from
-        self.builds.append(build)
+        build.link_cache = cache if self.cache is not None else None
         return build
 
     def whole(self, step, plugin, library_source: str) -> Build:
@@ -187,42 +167,37 @@ class Toolchain:
         with self.record.phase("compile"):
             start = time.perf_counter()
             code, _ = self.cached(None, None, plugin.name, lambda: step(
-                library_source, plugin.source, self.arch), lambda t: compile_error(t, plugin.name))
+                library_source, plugin.source, self.arch), lambda log: compile_error(log, plugin.name))
         self.made[id(code)] = {"module": "whole_program.cu", "target": "cubin", "cache": "off",
                                "ms": (time.perf_counter() - start) * 1e3}
         build = self.new_build("whole program", plugin, [code], code)
-        build.inputs = []  # nothing linked
+        build.inputs = []  # nothing was linked
         return build
 
-    @contextlib.contextmanager
-    def driver_note(self):
-        """cuda.core's warning that this driver could not load the PTX of a newer NVRTC, as one
-        line once a run: the sample never gives PTX to the driver, nvJitLink makes the cubin."""
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", RuntimeWarning)
-            yield
-        for warning in caught:
-            if "driver version is older" not in str(warning.message):
-                warnings.warn_explicit(warning.message, warning.category, warning.filename,
-                                       warning.lineno)
-            elif not self.driver_noted:
-                self.driver_noted = True
-                print(f"  note: this driver (CUDA {driver_version()}) could not load PTX from this "
-                      "newer NVRTC itself; it does not need to: nvJitLink turns the PTX into a cubin")
+    def new_build(self, kind: str, plugin, inputs=(), code=None) -> Build:
+        """A build, holding the compiles of its inputs that no earlier build holds."""
+        label = f"{kind} {plugin.name}" if self.several_plugins else kind
+        build = Build(label, plugin.name, code, list(inputs),
+                      [self.made.pop(id(c)) for c in inputs if id(c) in self.made])
+        if self.shipped_library is not None and self.shipped_library in inputs:
+            build.library_from = self.library_from
+        self.builds.append(build)
+        return build
 
     def cached(self, key, load, name: str, make, explain):
-        """make() (a compile or a link), or the code --cache-dir kept for key; and the record."""
+        """make() (a compile or a link), or the code --cache-dir kept under key; and what the cache
+        did. A failure of NVRTC or nvJitLink becomes explain(their log)."""
         start, record = time.perf_counter(), {"cache": "off"}
-        if self.cache is not None and key is not None:
+        if self.cache is not None and key:
             try:
-                entry = self.cache[key]  # the ms it took to build, then the code
+                entry = self.cache[key]  # the ms it took to build, then the code as it was made
                 saved_ms = struct.unpack("<d", entry[:8])[0] - (time.perf_counter() - start) * 1e3
                 return load(entry[8:], name=name), {"cache": "hit", "saved_ms": max(saved_ms, 0.0)}
             except KeyError:
                 record = {"cache": "miss"}
             except OSError as damage:
-                record = {"cache": "miss", "note": f"a damaged entry was found ({damage.strerror}); "
-                          "built again and replaced"}
+                record = {"cache": "miss", "note": f"a damaged entry was found ({damage.strerror});"
+                          " built again and replaced"}
         try:
             code = make()
         except Exception as exc:
@@ -230,13 +205,13 @@ class Toolchain:
                 raise
             raise explain(clean(str(exc))) from None
         if record["cache"] == "miss":
-            ms = (time.perf_counter() - start) * 1e3
+            ms, data = (time.perf_counter() - start) * 1e3, code.code
             try:
-                data = code.code.encode() if isinstance(code.code, str) else bytes(code.code)
-                self.cache[key] = struct.pack("<d", ms) + data  # as made: the links' keys agree
+                self.cache[key] = struct.pack("<d", ms) + (data.encode() if isinstance(data, str)
+                                                           else bytes(data))
             except IsADirectoryError:
-                record["note"] = ("a damaged entry (a directory in its place) could not be "
-                                  "replaced; remove it")
+                record["note"] = "a damaged entry (a directory in its place) could not be " \
+                                 "replaced; remove it"
             except OSError as exc:
                 record["note"] = f"not stored: the cache cannot be written ({exc.strerror})"
         return code, record
@@ -262,9 +237,10 @@ class Toolchain:
 
     def emit_build(self, build: Build) -> None:
         """The build's inputs (the library at the top, the plug-in in its folder), its cubin, and
-        after LTO the PTX that LTO produced (linked once more, with LinkerOptions(ptx=True))."""
-        stem, _, extension = build.plugin.rpartition(".")
-        folder = self.emit / ("swap" if build.kind == "swap" else f"{stem}-{extension}")
+        after LTO the PTX that LTO made of the two (linked once more, with ptx=True)."""
+        stem, _, extension = build.plugin.rpartition(".")  # a folder name any locale can write:
+        mine = os.fsdecode(f"{stem}-{extension}".encode("utf-8", "surrogateescape"))
+        folder = self.emit / ("swap" if build.kind == "swap" else mine)
         name = build.kind.replace(" ", "-")
         if build.inputs:
             library, plugin = build.inputs
@@ -277,7 +253,31 @@ class Toolchain:
             emit(folder, f"{name}.ptx", as_bytes(Linker(*build.inputs, options=options).link("ptx")))
 
 
-# A trial link of a --library file with a plug-in that returns x: the PTX it makes on success.
+def as_bytes(code: ObjectCode) -> bytes:
+    """An ObjectCode's bytes, as a file holds them (NVRTC ends its PTX with the C string's NUL)."""
+    data = code.code.encode() if isinstance(code.code, str) else bytes(code.code)
+    return data.rstrip(b"\0") if code.code_type == "ptx" else data
+
+
+def digest(*parts) -> bytes:
+    """One SHA-256 over every part (text or bytes), each part delimited by its length."""
+    sha = hashlib.sha256()
+    for part in parts:
+        data = part.encode("utf-8", "surrogateescape") if isinstance(part, str) else part
+        sha.update(len(data).to_bytes(8, "little") + data)
+    return sha.digest()
+
+
+def tool_version(name: str, version) -> str:
+    """A tool's version, 'X.Y'; SampleError with the install hint if it cannot be loaded."""
+    try:
+        return ".".join(map(str, version()))
+    except Exception as exc:  # noqa: BLE001 -- a library not found, a broken wheel
+        raise SampleError(f"the {name} library could not be loaded ({clean(str(exc))}); "
+                          f"{INSTALL_HINT}") from None
+
+
+# A trial link of a --library file with a plug-in that returns x: the PTX it makes, on success.
 TRIAL_LINK = """import sys
 from cuda.core import Linker, LinkerOptions, ObjectCode, Program, ProgramOptions
 path, arch = sys.argv[1:]
@@ -290,58 +290,32 @@ sys.stdout.write(Linker(library, plugin, options=options).link("ptx").code.decod
 """
 
 
-def check_library(path: str, arch: str) -> None:
-    """--library FILE linked once with a trial plug-in, in a child process, since nvJitLink can
-    crash on a damaged file; an error saying what is wrong with the file if that fails."""
+def check_library(path: str, arch: str) -> bytes:
+    """--library FILE's bytes, once the file has linked with a trial plug-in in a child process
+    (nvJitLink can crash on a damaged file); else an error that says what is wrong with it."""
     child = subprocess.run([sys.executable, "-c", TRIAL_LINK, path, arch], capture_output=True,
                            text=True, errors="replace")
-    if child.returncode == 0 and ".entry apply_transform" in child.stdout:
-        return
     log = clean(child.stderr.split("Error:", 1)[-1])
-    if "arch newer than target" in log or "ARCH_MISMATCH" in log:
+    if child.returncode == 0 and ".entry apply_transform" in child.stdout:
+        return Path(path).read_bytes()
+    if "arch newer than target" in log:
         raise link_error(log, "library.cu")
-    why = ("it does not define apply_transform (a plug-in's LTO-IR, perhaps)" if child.returncode
-           in (0, 1) and "multiply defined" in log or child.returncode == 0 else
-           f"nvJitLink cannot read it: {log.splitlines()[-1] if log else 'it crashed'}")
+    why = (f"nvJitLink cannot read it: {log.splitlines()[-1] if log else 'it crashed'}"
+           if child.returncode != 0 and "multiply defined" not in log else
+           "it does not define apply_transform (a plug-in's LTO-IR, perhaps)")
     raise UsageError(f"--library {path}: is not the library's LTO-IR ({why}); give the "
                      "library.ltoir that --compile-only --arch sm_XX --emit DIR writes")
-
-
-def tool_version(name: str, version) -> str:
-    """A tool's version, 'X.Y'; SampleError with the install hint if it cannot be loaded."""
-    try:
-        return ".".join(map(str, version()))
-    except Exception as exc:  # noqa: BLE001 -- a library not found, a broken wheel
-        raise SampleError(f"the {name} library could not be loaded ({clean(str(exc))}); "
-                          f"{INSTALL_HINT}") from None
-
-
-def as_bytes(code: ObjectCode) -> bytes:
-    """An ObjectCode's bytes, as a file holds them (NVRTC ends its PTX with the C string's NUL)."""
-    data = code.code.encode() if isinstance(code.code, str) else bytes(code.code)
-    return data.rstrip(b"\0") if code.code_type == "ptx" else data
-
-
-def digest(*parts) -> bytes:
-    """One SHA-256 over every part (text or bytes), each part delimited."""
-    sha = hashlib.sha256()
-    for part in parts:
-        data = part.encode("utf-8", "surrogateescape") if isinstance(part, str) else part
-        sha.update(len(data).to_bytes(8, "little") + data)
-    return sha.digest()
 
 
 # ---------------------------------------------------------------------------
 # --cache-dir: cuda.core's file cache, each entry checked before it is used
 # ---------------------------------------------------------------------------
 
-ENTRY_LIMIT = 256 << 20  # bytes: far above any cubin this sample makes
-
 
 class CheckedCache(FileStreamProgramCache):
-    """cuda.core's FileStreamProgramCache, with each entry stored after a digest of its key and
-    bytes, and read only from a regular file of bounded size: an entry that was truncated, altered,
-    swapped or replaced by something else raises OSError (a miss to build again), never returns."""
+    """cuda.core's FileStreamProgramCache, each entry stored after a digest of its key and bytes and
+    read only from a regular file: one that was truncated, altered, swapped or replaced by anything
+    else raises OSError (built again), never returns."""
 
     def __setitem__(self, key: bytes, data: bytes) -> None:
         super().__setitem__(key, hashlib.sha256(key + data).digest() + data)
@@ -354,24 +328,23 @@ class CheckedCache(FileStreamProgramCache):
         with os.fdopen(fd, "rb") as file:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 raise OSError(0, "it is not a regular file")
-            entry = file.read(ENTRY_LIMIT)
+            entry = file.read(256 << 20)  # far above any cubin this sample makes
         if hashlib.sha256(key + entry[32:]).digest() != entry[:32]:
             raise OSError(0, "its digest does not match its bytes")
         return entry[32:]
 
 
 def open_cache(folder: Path) -> CheckedCache:
-    """The cache in `folder`, made private to this user if new; UsageError where another user
-    could change what it holds, and so the code the sample runs."""
+    """The cache in `folder`, made private to this user if new; UsageError where another user could
+    change what it holds, and so the code the sample runs."""
     where = f"--cache-dir {folder}"
     try:
         if folder.exists() and not folder.is_dir():
             raise UsageError(f"{where}: is not a directory")
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         cache = CheckedCache(folder)
-        mine = folder.stat()
-        # What cuda.core makes inside counts only where other users can enter the folder.
-        inside = [folder / "entries", folder / "tmp"] if mine.st_mode & 0o077 else []
+        # What cuda.core makes inside matters only where other users can enter the folder.
+        inside = [folder / "entries", folder / "tmp"] if folder.stat().st_mode & 0o077 else []
         for part in [folder, *inside]:
             info = part.stat()
             if info.st_uid != os.geteuid():
@@ -391,18 +364,15 @@ def open_cache(folder: Path) -> CheckedCache:
 # What NVRTC and nvJitLink say when something fails, in the user's terms
 # ---------------------------------------------------------------------------
 
-# Terminal colour codes (numba colours its messages), then every control byte but newline and
-# tab: NVRTC's logs end with a NUL byte, and a plug-in's text could hold others.
-NOT_TEXT = re.compile(r"\x1b\[[0-9;]*[A-Za-z]|[\x00-\x08\x0b-\x1f\x7f]")
-
 
 def clean(text: str) -> str:
-    """Text from a tool, without colour codes, NUL and other control bytes, trimmed."""
-    return NOT_TEXT.sub("", text).strip()
+    """A tool's text without colour codes (numba colours its messages) and control bytes other
+    than newline and tab (NVRTC's logs end with a NUL byte), trimmed."""
+    return re.sub(r"\x1b\[[0-9;]*[A-Za-z]|[\x00-\x08\x0b-\x1f\x7f]", "", text).strip()
 
 
 def compile_error(text: str, name: str) -> SampleError:
-    """A failed NVRTC compile: its log (the file and line), and a hint where one helps."""
+    """A failed NVRTC compile: its log (file and line), and a hint where one helps."""
     log = text.split("compilation log:", 1)[1].strip() if "compilation log:" in text else f"({text})"
     lines = [f"NVRTC could not compile {name}:", log]
     if re.search(r'cannot open source file "(cmath|math\.h|cstdlib|algorithm|limits)"', log):
@@ -414,40 +384,36 @@ def compile_error(text: str, name: str) -> SampleError:
 def link_error(text: str, name: str) -> SampleError:
     """A failed nvJitLink link: its log, naming the symbol, architecture or version at fault."""
     log = text.split("nvJitLink error log:", 1)[-1].strip()
-    if "arch newer than target" in log or "ARCH_MISMATCH" in text:
-        return SampleError(
-            "nvJitLink refused the library's LTO-IR: it was built for a newer architecture than "
-            "this target. A library ships LTO-IR built for the oldest GPU it supports; it links "
-            f"for that GPU and every newer one.\nnvJitLink log:\n{log}")
-    if re.search(r"version|VERSION", text):
-        return SampleError(
-            "nvJitLink refused an LTO-IR input: it was made by a newer compiler than this "
-            "nvJitLink, or it is not LTO-IR that nvJitLink can read.\nnvJitLink log:\n" + log)
     symbol = re.search(r"(?:Unresolved extern function|Undefined reference to|undefined)\s+'?"
                        r"([\w$]+)'?", log)
-    if symbol:
-        return SampleError(
-            f"nvJitLink could not link {name}: '{symbol.group(1)}' is not defined. A plug-in "
-            'must define\n    extern "C" __device__ float user_transform(float x)\n(not inline '
-            "or __forceinline__, which leave no function for the library to call)\n"
-            f"nvJitLink log:\n{log}")
-    return SampleError(f"nvJitLink could not link {name}.\nnvJitLink log:\n{log}")
+    if "arch newer than target" in log:
+        why = ("refused the library's LTO-IR: it was built for a newer architecture than this "
+               "target. A library ships LTO-IR built for the oldest GPU it supports; it links for "
+               "that GPU and every newer one.")
+    elif re.search(r"version|VERSION", text):
+        why = ("refused an LTO-IR input: it was made by a newer compiler than this nvJitLink, or "
+               "it is not LTO-IR that nvJitLink can read.")
+    elif symbol:
+        why = (f"could not link {name}: '{symbol.group(1)}' is not defined. A plug-in must define"
+               '\n    extern "C" __device__ float user_transform(float x)\n(not inline or '
+               "__forceinline__, which leave no function for the library to call)")
+    else:
+        why = f"could not link {name}."
+    return SampleError(f"nvJitLink {why}\nnvJitLink log:\n{log}")
 
 
 # ---------------------------------------------------------------------------
 # Reading the cubin, and the report
 # ---------------------------------------------------------------------------
 
-EIATTR_REGCOUNT = 0x2F  # an .nv.info record: (symbol index, registers per thread)
-
 
 def read_cubin(cubin: bytes) -> tuple[list[str], dict[str, dict[str, int]], dict[str, int]]:
     """A cubin's functions, its call sites ({caller: {callee: count}}), and registers by function.
 
     A call from one function to another stays in the cubin as a relocation (an entry the loader
-    fills in with the callee's address) in the caller's `.rel(a).text.<caller>` section. An
-    inlined callee that nobody calls any more is not in the symbol table at all. The `.nv.info`
-    sections hold, among other attributes, the registers the assembler gave each function.
+    fills in with the callee's address) in the caller's `.rel(a).text.<caller>` section. An inlined
+    callee that nobody calls any more is not in the symbol table at all. The `.nv.info` sections
+    hold, among other attributes, the registers the assembler gave each function.
     """
     try:
         elf = ELFFile(io.BytesIO(cubin))
@@ -461,7 +427,7 @@ def read_cubin(cubin: bytes) -> tuple[list[str], dict[str, dict[str, int]], dict
         data, at = section.data() if section.name.startswith(".nv.info") else b"", 0
         while at + 4 <= len(data):  # records: format, attribute, then a 2-byte size and its bytes
             size = struct.unpack_from("<H", data, at + 2)[0] if data[at] == 0x04 else 0
-            if data[at + 1] == EIATTR_REGCOUNT and size == 8:
+            if data[at + 1] == 0x2F and size == 8:  # EIATTR_REGCOUNT: symbol index, registers
                 index, count = struct.unpack_from("<II", data, at + 4)
                 registers[symbols[index].name] = count
             at += 4 + size
@@ -477,7 +443,7 @@ def read_cubin(cubin: bytes) -> tuple[list[str], dict[str, dict[str, int]], dict
 
 def is_callee(symbol: str) -> bool:
     """user_transform, or LTO's private copy of it for one caller ($caller$user_transform)."""
-    return symbol == CALLEE or symbol.endswith(f"${CALLEE}")
+    return symbol == "user_transform" or symbol.endswith("$user_transform")
 
 
 def read_report(build: Build) -> None:
@@ -486,13 +452,13 @@ def read_report(build: Build) -> None:
     functions, calls, registers = read_cubin(cubin)
     build.cubin_bytes = len(cubin)
     build.inlined = not any(is_callee(f) for f in functions)
-    build.calls_left = sum(n for f, n in calls.get(KERNEL, {}).items() if is_callee(f))
+    build.calls_left = sum(n for f, n in calls.get("apply_transform", {}).items() if is_callee(f))
     if not build.inlined and build.calls_left == 0:
         build.calls_left = None  # a private copy called by relative address: not in the ELF
     if build.kernel is not None:
         build.registers, build.registers_from = build.kernel.attributes.num_regs, "kernel attributes"
     else:
-        build.registers, build.registers_from = registers.get(KERNEL), "cubin"
+        build.registers, build.registers_from = registers.get("apply_transform"), "cubin"
 
 
 def report_lines(build: Build) -> list[str]:
@@ -516,14 +482,14 @@ def report_lines(build: Build) -> list[str]:
             lines.append(f"{tag} NVRTC warned about {record['module']}:")
             lines += [f"    {line}" for line in record["warnings"].splitlines()]
         if record["cache"] != "off" or record.get("note"):
-            note = f"; {record['note']}" if record.get("note") else ""
             saved = f", saved {record['saved_ms']:.1f} ms" if "saved_ms" in record else ""
+            note = f"; {record['note']}" if record.get("note") else ""
             lines.append(f"{tag} cache {record['cache']}: {record['module']} "
                          f"({record['ms']:.1f} ms{saved}){note}")
     if build.link_cache:
-        note = f"; {build.link_cache['note']}" if build.link_cache.get("note") else ""
         saved = build.link_cache.get("saved_ms")
         saved = "" if saved is None else f" (saved {saved:.1f} ms)"
+        note = f"; {build.link_cache['note']}" if build.link_cache.get("note") else ""
         lines.append(f"{tag} link cache {build.link_cache['cache']}{saved}{note}")
     return lines
 
@@ -532,13 +498,11 @@ def swap_line(build: Build, builds: list[Build], library_source: str, shipped: s
     """Step [3]'s proof: what this step compiled, and how often the library (by its source's
     digest, whatever a file is named) became LTO-IR in the run."""
     compiled = ", ".join(r["module"] for r in build.compiles if r["cache"] != "hit") or "nothing"
-    if shipped:
-        library = f"library.cu not compiled in this run (its LTO-IR: {shipped})"
-    else:
-        mine = hashlib.sha256(library_source.encode()).hexdigest()
-        count = sum(r["source_sha256"] == mine and r["target"] == "ltoir" and r["cache"] != "hit"
-                    for b in builds for r in b.compiles)
-        library = "library.cu to LTO-IR " + {0: "not at all (cache hit)", 1: "once"}.get(
-            count, f"{count} times") + " in this run"
+    mine = hashlib.sha256(library_source.encode()).hexdigest()
+    count = sum(r.get("source_sha256") == mine and r["target"] == "ltoir" and r["cache"] != "hit"
+                for b in builds for r in b.compiles)
+    library = (f"library.cu not compiled in this run (its LTO-IR: {shipped})" if shipped else
+               "library.cu to LTO-IR " + {0: "not at all (cache hit)", 1: "once"}.get(
+                   count, f"{count} times") + " in this run")
     return (f"  [{build.label}] library LTO-IR reused from step [2], not compiled again: "
             f"NVRTC compiled {compiled} in this step; {library}")

@@ -1,13 +1,11 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Copyright (c) 2026, the jitLtoLinking authors
 """The GPU side of a run: the device, one stream that cuda.core and CuPy share, the arrays, each
-build's output checked, and --benchmark's timings and tables.
+build's output checked against what it must hold, and --benchmark's timings and tables.
 
-Three device arrays: the input, the output (filled with a NaN no arithmetic makes before every
-launch, so an element the kernel misses fails) and what the output must match: the plug-in's
-NumPy reference computed on the host from the input, or, for a plug-in without one, the PTX
-build's output. Leaving `open_gpu` syncs and closes the stream, restores CuPy's current stream
-and gives every block back to the driver.
+The output is filled with a NaN no arithmetic makes before every launch, so an element the kernel
+misses fails. Leaving `open_gpu` syncs and closes the stream, restores CuPy's current stream and
+gives every block back to the driver.
 """
 
 from __future__ import annotations
@@ -183,28 +181,24 @@ class Row:
     percent_of_copy: float = 0.0
 
 
-def time_ms(gpu, launch) -> float:
-    """The median of REPEATS launches after WARMUP, into a poisoned output."""
+def timed_row(gpu, plugin, expected, row: Row, launch) -> Row:
+    """The row with the median of REPEATS launches after WARMUP into a poisoned output, and what
+    the check of that output found (every timed launch wrote all of it)."""
     with gpu.record.phase("benchmark"):
         gpu.poison(gpu.d_out)
-        return utils.median_time_ms(gpu.stream, launch, warmup=WARMUP, repeats=REPEATS)
-
-
-def checked_row(gpu, plugin, expected, row: Row) -> Row:
-    """The row, with what the check of its output found (every timed launch wrote d_out)."""
-    with gpu.record.phase("verify"):
-        check = utils.verify(gpu.d_out, expected, plugin.checked_by)
-    row.verified, row.failure = check.ok, None if check.ok else check.describe()
+        row.kernel_ms = utils.median_time_ms(gpu.stream, launch, warmup=WARMUP, repeats=REPEATS)
+    if expected is not None:
+        with gpu.record.phase("verify"):
+            check = utils.verify(gpu.d_out, expected, plugin.checked_by)
+        row.verified, row.failure = check.ok, None if check.ok else check.describe()
     return row
 
 
 def build_row(gpu, plugin, expected, build, launch) -> Row:
     """A build's kernel timed and checked."""
-    ms = time_ms(gpu, lambda: launch(build.kernel, gpu.d_out))
-    return checked_row(gpu, plugin, expected, Row(build.label, plugin.name,
-                                        build.compile_ms if build.compiles else None,
-                                        build.link_ms, build.cubin_bytes, build.registers,
-                                        build.calls_left, ms))
+    row = Row(build.label, plugin.name, build.compile_ms if build.compiles else None,
+              build.link_ms, build.cubin_bytes, build.registers, build.calls_left)
+    return timed_row(gpu, plugin, expected, row, lambda: launch(build.kernel, gpu.d_out))
 
 
 def cupy_row(gpu, plugin, expected, operation: str) -> Row:
@@ -216,70 +210,56 @@ def cupy_row(gpu, plugin, expected, operation: str) -> Row:
     start = time.perf_counter()
     transform(gpu.d_in, gpu.d_out)
     gpu.stream.sync()
-    first_ms = (time.perf_counter() - start) * 1e3
-    ms = time_ms(gpu, lambda: transform(gpu.d_in, gpu.d_out))
-    return checked_row(gpu, plugin, expected, Row("cupy elementwise", plugin.name, first_ms,
-                                                  kernel_ms=ms))
+    row = Row("cupy elementwise", plugin.name, (time.perf_counter() - start) * 1e3)
+    return timed_row(gpu, plugin, expected, row, lambda: transform(gpu.d_in, gpu.d_out))
 
 
 def finish_table(gpu, rows: list[Row]) -> dict:
     """Add the ceiling, a device-to-device copy of the same bytes; print the tables; the record."""
-    copy_ms = time_ms(gpu, lambda: gpu.d_out.data.copy_from_device_async(
-        gpu.d_in.data, gpu.d_in.nbytes))
-    rows.append(Row("device copy", kernel_ms=copy_ms))
+    copy = timed_row(gpu, None, None, Row("device copy"), lambda: gpu.d_out.data.
+                     copy_from_device_async(gpu.d_in.data, gpu.d_in.nbytes))
     nbytes = 8 * gpu.d_out.size  # 4 bytes read and 4 written per element
-    for row in rows:
+    for row in [*rows, copy]:
         row.gb_per_s = nbytes / (row.kernel_ms * 1e-3) / 1e9
-        row.percent_of_copy = 100.0 * copy_ms / row.kernel_ms
-    record = {"elements": gpu.d_out.size, "bytes_per_launch": nbytes, "repeats": REPEATS,
-              "warmup": WARMUP, "rows": [asdict(row) for row in rows]}
-    record["plugins"] = comparison(record["rows"])
+        row.percent_of_copy = 100.0 * copy.kernel_ms / row.kernel_ms
     print(f"  {gpu.d_out.size:,} elements, {nbytes:,} bytes moved per launch; median of "
           f"{REPEATS} launches after {WARMUP} warm-ups")
     utils.print_table(HEADERS, [[r.build, number(r.compile_ms, 1), number(r.link_ms, 1),
                                  number(r.cubin_bytes, 0), r.registers, r.calls_left,
                                  number(r.kernel_ms, 4), number(r.gb_per_s, 0),
-                                 number(r.percent_of_copy, 1)] for r in rows])
+                                 number(r.percent_of_copy, 1)] for r in [*rows, copy]])
     for row in rows:
         if row.failure:
             print(f"  [{row.build}] FAILED: {row.failure}")
     if any(row.build == "cupy elementwise" for row in rows):
         print("  (cupy elementwise: 'compile ms' is its first call, which compiles or loads from"
               " CuPy's own cache)")
-    if len(record["plugins"]) > 1:
+    plugins = [comparison(plugin, rows) for plugin in dict.fromkeys(row.plugin for row in rows)]
+    if len(plugins) > 1:
         print()
-        utils.print_table(COMPARISON, [comparison_cells(row) for row in record["plugins"]])
-    return record
+        utils.print_table(COMPARISON, [[
+            p["plugin"], number(p["ptx_ms"], 4), number(p["lto_ms"], 4),
+            number(p["whole_program_ms"], 4), number(p["half_lto_ms"], 4),
+            f"{p['lto_speedup']:.2f}x", f"{p['registers_ptx']} -> {p['registers_lto']}",
+            f"{number(p['ptx_cubin_bytes'], 0)} -> {number(p['lto_cubin_bytes'], 0)}",
+            f"{number(p['link_ms_ptx'], 1)} / {number(p['link_ms_lto'], 1)}",
+            f"{number(p['ptx_percent_of_copy'], 1)} / {number(p['lto_percent_of_copy'], 1)}",
+        ] for p in plugins])
+    return {"elements": gpu.d_out.size, "bytes_per_launch": nbytes, "repeats": REPEATS,
+            "warmup": WARMUP, "rows": [asdict(row) for row in [*rows, copy]], "plugins": plugins}
 
 
-def comparison(rows: list[dict]) -> list[dict]:
-    """One row per plug-in: its builds' kernel times side by side, what LTO gained, what it cost."""
-    out = []
-    for plugin in dict.fromkeys(row["plugin"] for row in rows if row["plugin"]):
-        mine = {row["build"].removesuffix(f" {plugin}"): row for row in rows
-                if row["plugin"] == plugin}
-        ptx, lto = mine.get("ptx", {}), mine.get("lto", {})
-        out.append({
-            "plugin": plugin, "ptx_ms": ptx.get("kernel_ms"), "lto_ms": lto.get("kernel_ms"),
-            "whole_program_ms": mine.get("whole program", {}).get("kernel_ms"),
-            "half_lto_ms": mine.get("half-LTO", {}).get("kernel_ms"),
-            "lto_speedup": ptx and lto and ptx["kernel_ms"] / lto["kernel_ms"],
-            "registers_ptx": ptx.get("registers"), "registers_lto": lto.get("registers"),
-            "ptx_cubin_bytes": ptx.get("cubin_bytes"), "lto_cubin_bytes": lto.get("cubin_bytes"),
-            "link_ms_ptx": ptx.get("link_ms"), "link_ms_lto": lto.get("link_ms"),
-            "ptx_percent_of_copy": ptx.get("percent_of_copy"),
-            "lto_percent_of_copy": lto.get("percent_of_copy")})
-    return out
-
-
-def comparison_cells(row: dict) -> list:
-    return [row["plugin"], number(row["ptx_ms"], 4), number(row["lto_ms"], 4),
-            number(row["whole_program_ms"], 4), number(row["half_lto_ms"], 4),
-            f"{row['lto_speedup']:.2f}x" if row["lto_speedup"] else None,
-            f"{row['registers_ptx']} -> {row['registers_lto']}",
-            f"{number(row['ptx_cubin_bytes'], 0)} -> {number(row['lto_cubin_bytes'], 0)}",
-            f"{number(row['link_ms_ptx'], 1)} / {number(row['link_ms_lto'], 1)}",
-            f"{number(row['ptx_percent_of_copy'], 1)} / {number(row['lto_percent_of_copy'], 1)}"]
+def comparison(plugin: str, rows: list[Row]) -> dict:
+    """One plug-in's builds side by side: what LTO gained, and what it cost."""
+    mine = {row.build.removesuffix(f" {plugin}"): row for row in rows if row.plugin == plugin}
+    ptx, lto, none = mine["ptx"], mine["lto"], Row("")
+    return {"plugin": plugin, "ptx_ms": ptx.kernel_ms, "lto_ms": lto.kernel_ms,
+            "whole_program_ms": mine.get("whole program", none).kernel_ms or None,
+            "half_lto_ms": mine["half-LTO"].kernel_ms, "lto_speedup": ptx.kernel_ms / lto.kernel_ms,
+            "registers_ptx": ptx.registers, "registers_lto": lto.registers,
+            "ptx_cubin_bytes": ptx.cubin_bytes, "lto_cubin_bytes": lto.cubin_bytes,
+            "link_ms_ptx": ptx.link_ms, "link_ms_lto": lto.link_ms,
+            "ptx_percent_of_copy": ptx.percent_of_copy, "lto_percent_of_copy": lto.percent_of_copy}
 
 
 def number(value, digits: int):

@@ -221,23 +221,3 @@ def test_the_json_record_holds_every_build_printed_before_a_later_plugin_failed(
     assert result.returncode == 1 and printed and all(label.endswith("a_good.cu") for label in printed)
     builds = json.loads(path.read_text())["builds"]
     assert set(printed) <= {b["build"] for b in builds}
-
-
-def test_the_driver_older_than_nvrtc_warning_becomes_one_explaining_line(capsys):
-    import warnings
-
-    tools = make_tools()
-    text = "The CUDA driver version is older than the backend version. The generated ptx will not be loadable."
-    for _ in range(2):
-        with tools.driver_note():
-            warnings.warn(text, RuntimeWarning, stacklevel=1)
-            warnings.warn(text, RuntimeWarning, stacklevel=1)
-    out = capsys.readouterr().out
-    assert out.count("note:") == 1 and "nvJitLink turns the PTX into a cubin" in out
-
-
-def test_other_compiler_warnings_are_passed_on():
-    import warnings
-
-    with pytest.warns(RuntimeWarning, match="something else"), make_tools().driver_note():
-        warnings.warn("something else", RuntimeWarning, stacklevel=1)

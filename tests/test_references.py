@@ -66,12 +66,6 @@ def test_grid_is_clamped_to_a_small_device_limit():
     assert sample.grid_size(2**32 + 4097, 65535) == 65535
 
 
-def test_format_bytes():
-    assert utils.format_bytes(512) == "512 bytes"
-    assert utils.format_bytes(1536) == "1.5 KiB"
-    assert utils.format_bytes(80 * 2**30) == "80.0 GiB"
-
-
 def test_nvidia_s_shared_helpers_keep_their_behaviour(capsys):
     a = np.array([1.0, 2.0], dtype=np.float32)
     assert utils.verify_array_result(a, a + np.float32(1e-7)) is True

@@ -373,3 +373,99 @@ def test_too_little_device_memory_says_needed_and_free():
     with pytest.raises(utils.UsageError) as error:
         utils.check_free_memory(800 * 2**30, 79 * 2**30, "--elements 100,000,000,000")
     assert "needs 800.0 GiB" in str(error.value) and "only 79.0 GiB is free" in str(error.value)
+
+
+# --- what a run writes: never over what the user has, always where the user named it ---------
+
+
+def test_json_naming_an_empty_file_such_as_a_package_init_is_refused(tmp_path):
+    init = tmp_path / "pkg" / "__init__.py"
+    init.parent.mkdir()
+    init.write_text("")
+    result = run_sample("--compile-only", "--arch", ARCH, "--json", str(init))
+    assert_clean_failure(result, 2, "is not a --json record of this sample")
+    assert init.read_text() == ""
+
+
+@pytest.mark.parametrize("failure", [["--plugin", "nosuch.cu"], ["--elements", "0"], ["--no-such-option"],
+                                     ["--library", "nosuch.ltoir"]])
+def test_a_run_that_fails_early_leaves_no_earlier_success_record(tmp_path, failure):
+    path = tmp_path / "st.json"
+    assert run_sample("--compile-only", "--arch", ARCH, "--json", str(path)).returncode == 0
+    result = run_sample("--compile-only", "--arch", ARCH, "--json", str(path), *failure)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert json.loads(path.read_text())["exit_code"] == 2
+
+
+@pytest.mark.parametrize("option", ["--json", "--emit", "--cache-dir"])
+def test_an_output_in_a_folder_the_user_cannot_enter_is_one_line(tmp_path, option):
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o700)
+    locked.chmod(0)
+    try:
+        result = run_sample("--compile-only", "--arch", ARCH, option, str(locked / "out"), prefix=without_privileges())
+    finally:
+        locked.chmod(0o700)
+    assert_clean_failure(result, 2, option, "Permission denied")
+
+
+@pytest.mark.parametrize("option", ["--json", "--emit", "--cache-dir"])
+def test_an_output_name_too_long_is_one_line(tmp_path, option):
+    result = run_sample("--compile-only", "--arch", ARCH, option, str(tmp_path / ("x" * 300)))
+    assert_clean_failure(result, 2, option, "File name too long")
+
+
+def test_a_header_the_user_cannot_read_is_one_line(tmp_path):
+    (tmp_path / "secret.h").write_text("#define SCALE 2.0f\n")
+    (tmp_path / "secret.h").chmod(0)
+    plugin = tmp_path / "uses_secret.cu"
+    plugin.write_text('#include "secret.h"\nextern "C" __device__ float user_transform(float x) { return SCALE * x; }\n')
+    result = run_sample("--compile-only", "--arch", ARCH, "--plugin", str(plugin), prefix=without_privileges())
+    assert_clean_failure(result, 2, "secret.h", "Permission denied")
+
+
+def test_a_plugin_name_an_ascii_terminal_cannot_show_still_builds_and_emits(tmp_path):
+    plugin = tmp_path / "é.cu"
+    plugin.write_text(sample.DEFAULT_PLUGIN_SOURCE)
+    env = {"LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0", "PYTHONIOENCODING": ""}
+    result = subprocess.run([sys.executable, str(ROOT / "jitLtoLinking.py"), "--compile-only", "--arch", ARCH,
+                             "--plugin", os.fsencode(plugin), "--emit", str(tmp_path / "out")],
+                            capture_output=True, env={**os.environ, **env})
+    assert result.returncode == 0 and b"Traceback" not in result.stderr, result.stderr
+
+
+def test_json_into_the_emit_folder_is_refused_before_anything_is_built(tmp_path):
+    result = run_sample("--compile-only", "--arch", ARCH, "--emit", str(tmp_path / "out"),
+                        "--json", str(tmp_path / "out" / "library.ltoir"))
+    assert_clean_failure(result, 2, "is inside --emit")
+    assert "[2] LTO linking" not in result.stdout
+
+
+def test_ctrl_c_while_the_record_waits_for_a_reader_is_one_line(tmp_path):
+    fifo = tmp_path / "record"
+    os.mkfifo(fifo)
+    process = subprocess.Popen([sys.executable, str(ROOT / "jitLtoLinking.py"), "--compile-only", "--arch", ARCH,
+                                "--json", str(fifo)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    for line in process.stdout:
+        if line.startswith(b"Built and reported"):
+            break
+    time.sleep(0.5)  # it now waits in open() for a reader that never comes
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 130 and err.decode().strip().splitlines() == ["jitLtoLinking.py: interrupted"]
+
+
+def test_standard_output_closed_from_the_start_is_exit_1():
+    result = subprocess.run([sys.executable, str(ROOT / "jitLtoLinking.py"), "--compile-only", "--arch", ARCH],
+                            stderr=subprocess.PIPE, text=True, preexec_fn=lambda: os.close(1))
+    assert result.returncode == 1 and "standard output is closed" in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.numba
+def test_a_python_plugin_imports_its_own_modules_even_named_like_the_sample_s(tmp_path):
+    for name in ("verification", "toolchain", "build_report"):
+        (tmp_path / f"{name}.py").write_text("from numpy import float32\n\ndef scale(x):\n    return x * float32(2.0)\n")
+    (tmp_path / "mine.py").write_text("from verification import scale\n\ndef user_transform(x):\n    return scale(x)\n")
+    result = run_sample("--compile-only", "--arch", ARCH, "--plugin", str(tmp_path / "mine.py"))
+    assert result.returncode == 0, result.stdout + result.stderr
