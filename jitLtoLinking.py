@@ -28,6 +28,7 @@ A GPU library compiles its kernel once; a user hands it a device function,
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "Utilities"))  # the sample's helpers
@@ -52,12 +53,10 @@ with jitlto_run.startup(as_script=__name__ == "__main__"):  # a package missing,
 
 # ==== Device code =============================================================
 
-# -----------------------------------------------------------------------------
 # The library: its kernel calls user_transform(), which it declares but does
 # not define. Whatever plug-in is linked in supplies the definition. extern "C"
 # keeps the name as written (no C++ name mangling), so the two modules, and
 # the linker between them, agree on the symbol `user_transform`.
-# -----------------------------------------------------------------------------
 LIBRARY_SOURCE = r"""
 extern "C" __device__ float user_transform(float x);
 
@@ -100,17 +99,13 @@ extern "C" __global__ void apply_transform(const float* __restrict__ in,
 }
 """
 
-# -----------------------------------------------------------------------------
-# The library's contract with plug-ins, put in front of every plug-in source
-# before it is compiled, as a header the library ships would be. With it, a plug-in that
-# defines user_transform with another signature is a compile error that
-# names user_transform; without it, LTO would link the mismatch silently.
-# -----------------------------------------------------------------------------
+# The library's contract, put in front of every plug-in source before it is
+# compiled, as a header the library ships would be. With it, a plug-in that
+# defines user_transform with another signature is a compile error that names
+# user_transform; without it, LTO would link the mismatch silently.
 PLUGIN_CONTRACT = 'extern "C" __device__ float user_transform(float x);\n'
 
-# -----------------------------------------------------------------------------
 # The default plug-in: y = x*x + 3x - 1, clamped at zero.
-# -----------------------------------------------------------------------------
 DEFAULT_PLUGIN_SOURCE = r"""
 extern "C" __device__ float user_transform(float x)
 {
@@ -119,9 +114,7 @@ extern "C" __device__ float user_transform(float x)
 }
 """
 
-# -----------------------------------------------------------------------------
 # The swap plug-in, linked in step [3] against the library's LTO-IR of step [2].
-# -----------------------------------------------------------------------------
 SWAP_PLUGIN_SOURCE = r"""
 extern "C" __device__ float user_transform(float x)
 {
@@ -307,10 +300,12 @@ def finish(record, plugins: list[Plugin], gpu) -> int:
 # ==== Benchmark: what each way of building costs at run time ==================
 
 
-def compile_whole_program(library_source: str, plugin_source: str, arch: str) -> ObjectCode:
-    """Library and plug-in compiled as one source, straight to a cubin: no linker needed."""
-    options = ProgramOptions(arch=arch)  # no -rdc: everything the kernel calls is in this source
-    return Program(library_source + plugin_source, "c++", options).compile("cubin")
+def compile_whole_program(source: str, arch: str, name="whole_program.cu", include_path=None,
+                          logs=None) -> ObjectCode:
+    """Library and plug-in as one source, compiled straight to a cubin: no linker needed."""
+    # no -rdc: everything the kernel calls is in this source
+    options = ProgramOptions(arch=arch, name=name, include_path=include_path)
+    return Program(source, "c++", options).compile("cubin", logs=logs)
 
 
 # What a user would otherwise write: CuPy's ElementwiseKernel of the default formula.
@@ -323,10 +318,10 @@ def benchmark(tools, plugins: list[Plugin], gpu, library_ptx: ObjectCode) -> Non
     import jitlto_gpu
 
     print("\n[4] Benchmark")
-    rows = []
+    rows, grid = [], grid_size(gpu.d_out.size, gpu.max_grid)
 
     def launch_into(kernel, d_out):
-        launch_transform(kernel, gpu.stream, gpu.d_in, d_out, grid_size(d_out.size, gpu.max_grid))
+        launch_transform(kernel, gpu.stream, gpu.d_in, d_out, grid)
 
     for plugin in plugins:
         ptx, lto = tools.find("ptx", plugin), tools.find("lto", plugin)
@@ -335,8 +330,9 @@ def benchmark(tools, plugins: list[Plugin], gpu, library_ptx: ObjectCode) -> Non
         half = tools.link(link_lto, "half-LTO", plugin, library_ptx, lto.inputs[1])
         builds = [ptx, lto, half]
         if not plugin.is_python:  # one source needs the plug-in in CUDA C++
-            whole = tools.whole(compile_whole_program, plugin, LIBRARY_SOURCE)
-            builds.insert(2, whole)
+            whole = replace(plugin, name="whole_program.cu", source=LIBRARY_SOURCE + plugin.source)
+            code = tools.compile(compile_whole_program, whole)
+            builds.insert(2, tools.new_build("whole program", plugin, [code], code))
         for build in builds[2:]:
             build.kernel = build.code.get_kernel("apply_transform")
             tools.report(build)

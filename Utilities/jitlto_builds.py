@@ -37,7 +37,8 @@ from elftools.elf.relocation import RelocationSection
 from jitlto_files import emit
 from jitlto_run import INSTALL_HINT, SampleError, UsageError
 
-LOADERS = {"ptx": ObjectCode.from_ptx, "ltoir": ObjectCode.from_ltoir}
+TARGETS = {"compile_ptx": "ptx", "compile_ltoir": "ltoir", "compile_whole_program": "cubin"}
+LOADERS = {"ptx": ObjectCode.from_ptx, "ltoir": ObjectCode.from_ltoir, "cubin": ObjectCode.from_cubin}
 
 
 @dataclass
@@ -119,8 +120,8 @@ class Toolchain:
         return cls(arch, record, args.cache_dir, args.emit, len(args.plugins) > 1, args.library)
 
     def compile(self, step, plugin) -> ObjectCode:
-        """The plug-in (or the library) compiled by `step` (compile_ptx or compile_ltoir)."""
-        target, logs, start = step.__name__.removeprefix("compile_"), io.StringIO(), time.perf_counter()
+        """The plug-in (or the library) compiled by `step`, one of the script's compile_ functions."""
+        target, logs, start = TARGETS[step.__name__], io.StringIO(), time.perf_counter()
         with self.record.phase("compile"), warnings.catch_warnings():
             # cuda.core warns that this driver could not load the PTX of a newer NVRTC: the sample
             # never gives it PTX, nvJitLink makes the cubin.
@@ -160,18 +161,6 @@ class Toolchain:
                 self.arch, *inputs), lambda log: link_error(log, plugin.name))
             build.link_ms = (time.perf_counter() - start) * 1e3
         build.link_cache = cache if self.cache is not None else None
-        return build
-
-    def whole(self, step, plugin, library_source: str) -> Build:
-        """The whole-program build: library and plug-in compiled by `step` as one source."""
-        with self.record.phase("compile"):
-            start = time.perf_counter()
-            code, _ = self.cached(None, None, plugin.name, lambda: step(
-                library_source, plugin.source, self.arch), lambda log: compile_error(log, plugin.name))
-        self.made[id(code)] = {"module": "whole_program.cu", "target": "cubin", "cache": "off",
-                               "ms": (time.perf_counter() - start) * 1e3}
-        build = self.new_build("whole program", plugin, [code], code)
-        build.inputs = []  # nothing was linked
         return build
 
     def new_build(self, kind: str, plugin, inputs=(), code=None) -> Build:
@@ -242,13 +231,13 @@ class Toolchain:
         mine = os.fsdecode(f"{stem}-{extension}".encode("utf-8", "surrogateescape"))
         folder = self.emit / ("swap" if build.kind == "swap" else mine)
         name = build.kind.replace(" ", "-")
-        if build.inputs:
+        if len(build.inputs) == 2:  # linked: the whole program was not
             library, plugin = build.inputs
             if not (self.emit / f"library.{library.code_type}").exists():
                 emit(self.emit, f"library.{library.code_type}", as_bytes(library))
             emit(folder, f"plugin.{plugin.code_type}", as_bytes(plugin))
         emit(folder, f"{name}.cubin", as_bytes(build.code))
-        if build.inputs and all(code.code_type == "ltoir" for code in build.inputs):
+        if len(build.inputs) == 2 and all(code.code_type == "ltoir" for code in build.inputs):
             options = LinkerOptions(arch=self.arch, link_time_optimization=True, ptx=True)
             emit(folder, f"{name}.ptx", as_bytes(Linker(*build.inputs, options=options).link("ptx")))
 

@@ -30,7 +30,10 @@ def test_a_recursive_plugin_cannot_be_inlined_and_is_reported_as_a_function():
 
 def test_whole_program_build_needs_no_linker_and_inlines():
     tools = make_tools()
-    build = tools.report(tools.whole(sample.compile_whole_program, sample.DEFAULT_PLUGIN, sample.LIBRARY_SOURCE))
+    whole = sample.replace(sample.DEFAULT_PLUGIN, name="whole_program.cu",
+                           source=sample.LIBRARY_SOURCE + sample.DEFAULT_PLUGIN.source)
+    code = tools.compile(sample.compile_whole_program, whole)
+    build = tools.report(tools.new_build("whole program", sample.DEFAULT_PLUGIN, [code], code))
     assert build.link_ms is None and [c["module"] for c in build.compiles] == ["whole_program.cu"]
     functions, calls, _ = read_cubin(bytes(build.code.code))
     assert calls.get("apply_transform", {}) == {} and "user_transform" not in functions
