@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import textwrap
 
 import numpy as np
@@ -136,6 +137,30 @@ def test_what_cannot_work_is_one_message_exit_1_and_the_json_agrees(tmp_path, na
     assert record["exit_code"] == result.returncode == 1
     if name in ("recursive", "raises"):
         assert "write it as a loop" in result.stderr or "return a value" in result.stderr
+
+
+INTERNALS = {  # what numba cannot type, and the name it should show for it
+    "math_on_a_tuple": ("math.exp((x, x))", "Function(exp) found for signature"),
+    "ufunc_on_a_list": ("numpy.exp([x])", "Function(exp) found for signature"),
+    "numpy_function": ("numpy.clip(x)", "Function(clip) found for signature"),
+}
+
+
+@numba
+@pytest.mark.parametrize("name", sorted(INTERNALS))
+def test_numba_messages_name_python_objects_without_their_reprs_or_addresses(tmp_path, name):
+    call, phrase = INTERNALS[name]
+    source = f"import math\nimport numpy\n\ndef user_transform(x):\n    return {call}\n"
+    result, _ = built(write(tmp_path, f"{name}.py", source))
+    assert_clean_failure(result, 1, f"numba-cuda could not compile {name}.py", phrase)
+    assert not re.search(r"<(built-in|function|ufunc|class|module)\b| at 0x[0-9a-f]", result.stderr)
+
+
+def test_numba_objects_in_a_message_lose_their_addresses():
+    text = "Invalid use of Function(<numba.core.typing.templates.Foo object at 0x7f3a94188fe0>)"
+    shown = "Invalid use of Function(<numba.core.typing.templates.Foo>)"
+    message = jitlto_python.numba_message(text, "p.py")
+    assert message == f"numba-cuda could not compile p.py: {shown}"
 
 
 def python_path(first) -> str:
