@@ -1,21 +1,19 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Copyright (c) 2026, the jitLtoLinking authors
-"""What a run reads and writes: the command line, the plug-in files (and the headers they
-include), the --library file, and the folders and files the run writes (--json, --emit).
-
-Everything is read and checked before anything is built, and every path is made absolute then:
-a bad value is one line and exit 2. Outputs never replace what the run did not write: --emit
-fills a new or empty folder, and --json replaces only a record of an earlier run.
-"""
+"""What a run reads and writes: the command line, the plug-ins (and the headers they include),
+--library, --json and --emit. All of it is checked, and every path made absolute, before anything
+is built: a bad value is one line and exit 2. Outputs never replace what the run did not write:
+--emit fills a new or empty folder, and --json replaces only the record of an earlier run."""
 
 from __future__ import annotations
 
-import argparse
 import ast
+import errno
 import json
 import os
 import re
 import sys
+from argparse import ArgumentParser, ArgumentTypeError, Namespace
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,6 +22,9 @@ from jitlto_run import PROG, SAMPLE_FOLDER, SampleError, UsageError, is_record
 PLUGIN_LIMIT = 1 << 20  # bytes: a plug-in is a source file, not data
 LIBRARY_LIMIT = 64 << 20  # bytes: a library's LTO-IR is kilobytes to a few megabytes
 LTOIR_MAGIC = b"\xedCN\x7f"  # how NVVM's LTO-IR containers begin
+# What a --library file that is not LTO-IR may be, by its first bytes.
+LOOKS_LIKE = {b"\x7fELF": "an ELF file, such as a cubin", b"BC\xc0\xde": "LLVM bitcode",
+              b"\x50\xed\x55\xba": "a fatbin"}
 # `#include "x.h"`, `#include <x.h>`, and `__has_include(...)`, which asks whether a file exists.
 INCLUDE = re.compile(r'#\s*include(?:_next)?\s*(\S)([^">\n]*)|__has_include\s*\(\s*([<"])([^">]*)')
 
@@ -40,8 +41,7 @@ class Plugin:
 
     @classmethod
     def cuda(cls, name: str, text: str, contract: str, reference=None, path=None) -> Plugin:
-        """A CUDA C++ plug-in: the library's contract, then its text under its own file name and
-        line numbers, so that compiler messages point into the user's file."""
+        """The contract, then the text with its own name and line numbers for compiler messages."""
         source = f"{contract}#line 1 {json.dumps(name, ensure_ascii=False)}\n{text}"
         headers = included_files(source, path.parent) if path else []
         return cls(name, source, reference, path, headers)
@@ -59,8 +59,7 @@ class Plugin:
 
     @property
     def nvrtc_name(self) -> str:
-        """The name NVRTC gets: the file's path, since NVRTC looks for quoted #includes next to
-        the file; text that any encoding can carry."""
+        """The file's path, where NVRTC looks for quoted #includes; else the name."""
         return shown(self.path) if self.path else self.name
 
 
@@ -70,9 +69,8 @@ def shown(path: Path) -> str:
 
 
 def included_files(source: str, here: Path) -> list[Path] | None:
-    """The files the source #includes that NVRTC finds next to the including file, followed
-    through those files; None if an #include names its file through a macro. (CUDA's own
-    headers, on the include path, come with the installed wheels.)"""
+    """The files that quoted #includes name, next to the including file and followed through
+    them; None if one names its file through a macro. (<...> headers come with the wheels.)"""
     found: list[Path] = []
     pending = [(source, here)]
     while pending:
@@ -81,124 +79,115 @@ def included_files(source: str, here: Path) -> list[Path] | None:
             quote, name = (opening, name) if opening else (has_opening, has_name)
             if quote not in '"<':
                 return None  # #include MACRO: only the preprocessor knows the file
-            path = where / name
-            if quote == "<" or not path.is_file() or path.resolve() in found:
-                continue
-            found.append(path.resolve())
-            pending.append((read_source(path, what="a header"), path.resolve().parent))
+            header = where / name
+            if quote == '"' and header.is_file() and header.resolve() not in found:
+                found.append(header.resolve())
+                pending.append((read_source(header, what="a header"), found[-1].parent))
     return found
-
-
-# ---------------------------------------------------------------------------
-# Reading: plug-ins and --library
-# ---------------------------------------------------------------------------
 
 
 def read_source(path: Path, what: str = "a plug-in") -> str:
     """The text of a source file; UsageError saying why it cannot be one."""
+
+    def refused(reason: str) -> UsageError:
+        return UsageError(f"{shown(path)}: {reason}")
+
     try:
         if not path.exists():
-            raise ValueError("no such file")
+            raise refused("no such file")
         if path.is_dir():
-            raise ValueError("is a directory; give the file that defines user_transform")
+            raise refused("is a directory; give the file that defines user_transform")
         if not path.is_file():
-            raise ValueError("is not a regular file")
+            raise refused("is not a regular file")
         with path.open("rb") as file:
             data = file.read(PLUGIN_LIMIT + 1)  # never more than the limit, even from /dev/zero
     except OSError as exc:
-        raise UsageError(f"{shown(path)}: cannot be read ({exc.strerror or exc})") from None
-    except ValueError as exc:
-        raise UsageError(f"{shown(path)}: {exc}") from None
+        raise refused(f"cannot be read ({exc.strerror or exc})") from None
     if len(data) > PLUGIN_LIMIT:
-        raise UsageError(f"{shown(path)}: is larger than {PLUGIN_LIMIT >> 10} KiB; {what} is a "
-                         "source file")
+        raise refused(f"is larger than {PLUGIN_LIMIT >> 10} KiB; {what} is a source file")
     if b"\0" in data:
-        raise UsageError(f"{shown(path)}: holds a NUL byte (at byte {data.index(0)}); {what} is text")
+        raise refused(f"holds a NUL byte (at byte {data.index(0)}); {what} is text")
     try:
         return data.decode("utf-8-sig")  # a byte-order mark, which some editors write, is not code
     except UnicodeDecodeError as exc:
-        raise UsageError(f"{shown(path)}: is not UTF-8 text (byte {exc.start} cannot be decoded)"
-                         ) from None
+        raise refused(f"is not UTF-8 text (byte {exc.start} cannot be decoded)") from None
 
 
 def defines_user_transform(text: str) -> bool:
-    """Whether Python source defines user_transform at its top level (a file that cannot be
-    parsed counts, so that its syntax error is reported)."""
+    """Whether Python source defines user_transform at its top level."""
     try:
-        tree = ast.parse(text)
+        body = ast.parse(text).body
     except (SyntaxError, ValueError):
-        return True
-    return any(getattr(node, "name", None) == "user_transform" or any(
-        getattr(target, "id", None) == "user_transform" for target in getattr(node, "targets", []))
-        for node in tree.body)
+        return True  # a plug-in all the same: building it reports the error
+    names = [getattr(node, "name", None) for node in body]  # def and class, then assignments
+    names += [getattr(t, "id", None) for node in body for t in getattr(node, "targets", [])]
+    return "user_transform" in names
 
 
 def plugin_files(given: list[str]) -> list[tuple[Path, str, str]]:
-    """(absolute path, text, as given) of each plug-in that --plugin names. A folder stands for
-    every .cu file in it and every .py file that defines user_transform (the other .py files are
-    modules those may import)."""
+    """(absolute path, text, as given) of each plug-in. A folder stands for its .cu files and the
+    .py files that define user_transform (the others are modules those may import)."""
     found = []
     for text in given:
         if not text.strip():  # it would mean the current folder, and run every .py file there
-            raise UsageError(f"{text!r}: an empty path; name a plug-in file or a folder of plug-ins")
+            raise UsageError(f"{text!r}: an empty path; name a plug-in file or a folder of "
+                             "plug-ins")
         path = Path(os.path.abspath(os.path.expanduser(text)))
         try:
-            is_folder = path.is_dir()
-        except OSError as exc:
-            raise UsageError(f"{text}: cannot be read ({exc.strerror})") from None
-        if not is_folder:
-            found.append((path, read_source(path), text))
-            continue
-        try:
-            entries = sorted(path.iterdir())
+            entries = sorted(path.iterdir()) if path.is_dir() else None
         except OSError as exc:
             raise UsageError(f"{text}: cannot be read ({exc.strerror or exc})") from None
-        mine = [(file, read_source(file)) for file in entries if file.suffix in (".cu", ".py")]
-        mine = [(f, s) for f, s in mine if f.suffix == ".cu" or defines_user_transform(s)]
+        if entries is None:
+            found.append((path, read_source(path), text))
+            continue
+        sources = [(file, read_source(file)) for file in entries if file.suffix in (".cu", ".py")]
+        mine = [(f, s, text) for f, s in sources if f.suffix == ".cu" or defines_user_transform(s)]
         if not mine:
             raise UsageError(f"{text}: the folder holds no .cu plug-in and no .py file that "
                              "defines user_transform")
-        found += [(file, source, text) for file, source in mine]
-    seen: dict[str, tuple[Path, str]] = {}
+        found += mine
+    named: dict[str, tuple[Path, str]] = {}  # file name: (file, as given) of the first one
     for file, _, by in found:  # builds, reports and --emit folders are named after the file
-        if file.name not in seen:
-            seen[file.name] = (file, by)
-        elif seen[file.name][0] == file:
-            raise UsageError(f"{file}: given twice (by {seen[file.name][1]} and by {by}); each "
-                             "plug-in is built once")
-        else:
-            raise UsageError(f"{file.name}: two plug-ins have this file name ({seen[file.name][0]} "
-                             f"and {file}); builds, reports and --emit folders are named after "
-                             "it, so rename one")
+        if file.name in named:
+            other, other_by = named[file.name]
+            if other == file:
+                raise UsageError(f"{file}: given twice (by {other_by} and by {by}); each plug-in "
+                                 "is built once")
+            raise UsageError(f"{file.name}: two plug-ins have this file name ({other} and {file}); "
+                             "builds, reports and --emit folders are named after it, so rename one")
+        named[file.name] = (file, by)
     return found
 
 
+def plugin_of(path: Path, text: str, contract: str) -> Plugin:
+    """The Plugin for a file: CUDA C++ with the library's contract in front, or Python as it is."""
+    if path.suffix == ".py":
+        return Plugin(path.name, text, path=path)
+    return Plugin.cuda(shown(path.name), text, contract, path=path)
+
+
 def read_library(path: Path) -> bytes:
-    """The bytes of --library FILE, if they are LTO-IR; UsageError saying what the file is instead."""
-    where = f"--library {path}"
+    """The bytes of --library FILE if they are LTO-IR; else UsageError saying what the file is."""
     try:
         with path.open("rb") as file:
             data = file.read(LIBRARY_LIMIT + 1)
     except OSError as exc:
-        reason = {2: "no such file", 21: "is not a regular file"}.get(exc.errno)
-        raise UsageError(f"{where}: {reason or f'cannot be read ({exc.strerror})'}") from None
-    if data.startswith(LTOIR_MAGIC) and len(data) <= LIBRARY_LIMIT:
-        return data
-    kinds = {b"\x7fELF": "it looks like an ELF file, such as a cubin", b"BC\xc0\xde":
-             "it looks like LLVM bitcode", b"\x50\xed\x55\xba": "it looks like a fatbin"}
-    kind = next((k for magic, k in kinds.items() if data.startswith(magic)), None)
-    if re.search(rb"^\s*\.(version|target)\b", data[:4096], re.MULTILINE):
-        kind = "it looks like PTX"
+        known = {errno.ENOENT: "no such file", errno.EISDIR: "is not a regular file"}
+        reason = known.get(exc.errno, f"cannot be read ({exc.strerror})")
+        raise UsageError(f"--library {path}: {reason}") from None
     if len(data) > LIBRARY_LIMIT:
         kind = f"larger than {LIBRARY_LIMIT >> 20} MiB"
-    kind = kind or ("empty" if not data else "its first bytes are not LTO-IR's")
-    raise UsageError(f"{where}: is not LTO-IR ({kind}); give the library.ltoir that "
+    elif data.startswith(LTOIR_MAGIC):
+        return data
+    elif not data:
+        kind = "empty"
+    elif re.search(rb"^\s*\.(version|target)\b", data[:4096], re.MULTILINE):
+        kind = "it looks like PTX"
+    else:
+        looks = next((kind for magic, kind in LOOKS_LIKE.items() if data.startswith(magic)), None)
+        kind = f"it looks like {looks}" if looks else "its first bytes are not LTO-IR's"
+    raise UsageError(f"--library {path}: is not LTO-IR ({kind}); give the library.ltoir that "
                      "--compile-only --arch sm_XX --emit DIR writes")
-
-
-# ---------------------------------------------------------------------------
-# The command line
-# ---------------------------------------------------------------------------
 
 
 def whole_number(minimum: int, what: str):
@@ -208,9 +197,9 @@ def whole_number(minimum: int, what: str):
         try:
             value = int(text, 10)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"must be {what} (got {text!r})") from None
+            raise ArgumentTypeError(f"must be {what} (got {text!r})") from None
         if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be at least {minimum} (got {value})")
+            raise ArgumentTypeError(f"must be at least {minimum} (got {value})")
         return value
 
     return parse
@@ -219,7 +208,7 @@ def whole_number(minimum: int, what: str):
 def architecture(text: str) -> str:
     """An argparse type for --arch: sm_XX, among the architectures this NVRTC compiles for."""
     if not re.fullmatch(r"sm_\d{2,3}", text):
-        raise argparse.ArgumentTypeError(f"must look like sm_90 (got {text!r})")
+        raise ArgumentTypeError(f"must look like sm_90 (got {text!r})")
     try:
         from cuda.bindings import nvrtc
 
@@ -227,23 +216,22 @@ def architecture(text: str) -> str:
     except Exception:  # noqa: BLE001 -- NVRTC missing: said with the install hint when it is needed
         return text
     if int(text[3:]) not in numbers:
-        listing = ", ".join(f"sm_{n}" for n in numbers)
-        raise argparse.ArgumentTypeError(f"{text} is not supported by this NVRTC (it supports "
-                                         f"{listing})")
+        supported = ", ".join(f"sm_{n}" for n in numbers)
+        raise ArgumentTypeError(f"{text} is not supported by this NVRTC (it supports {supported})")
     return text
 
 
 def path_text(text: str) -> str:
     """An argparse type: a path, ~ expanded as a shell would; an empty one is refused."""
     if not text.strip():
-        raise argparse.ArgumentTypeError("must name a path (got an empty one)")
+        raise ArgumentTypeError("must name a path (got an empty one)")
     return text if text == "-" else os.path.abspath(os.path.expanduser(text))
 
 
-def parse_args(argv, default_plugin: Plugin, contract: str) -> argparse.Namespace:
+def parse_args(argv, default_plugin: Plugin, contract: str) -> Namespace:
     """The command line, read; every file it names read or checked. argparse exits with 2."""
-    parser = argparse.ArgumentParser(prog=PROG, description="Link a plug-in into a library "
-                                     "kernel, with and without LTO")
+    parser = ArgumentParser(prog=PROG, description="Link a plug-in into a library kernel, with "
+                            "and without LTO")
     add = parser.add_argument
     add("--elements", type=whole_number(1, "a whole number of elements, at least 1"),
         default=65536, metavar="N", help="elements to transform (default 65536)")
@@ -297,22 +285,9 @@ def parse_args(argv, default_plugin: Plugin, contract: str) -> argparse.Namespac
     return args
 
 
-def plugin_of(path: Path, text: str, contract: str) -> Plugin:
-    """The Plugin for a file: CUDA C++ with the library's contract in front, or Python as it is."""
-    if path.suffix == ".py":
-        return Plugin(path.name, text, path=path)
-    return Plugin.cuda(shown(path.name), text, contract, path=path)
-
-
-# ---------------------------------------------------------------------------
-# Writing: --json and --emit, checked before anything is built
-# ---------------------------------------------------------------------------
-
-
 def check_outputs(args, record) -> None:
-    """UsageError unless --json and --emit can be written and name none of the run's inputs (the
-    sample's files, the plug-ins and what they include, --library); then --emit is made, and the
-    record will be written to --json."""
+    """UsageError unless --json and --emit can be written and name none of the run's inputs; then
+    --emit is made, and the record will be written to --json."""
     record.data["elements"] = args.elements
     if sys.stdout is None:
         raise (UsageError if args.json == "-" else SampleError)(
@@ -344,6 +319,9 @@ def check_outputs(args, record) -> None:
 
 def check_json_path(path: str, emit: str | None) -> None:
     where = f"--json {path}"
+    if emit and Path(path).is_relative_to(emit):  # said first: the folder may not be made yet
+        raise UsageError(f"{where}: is inside --emit {emit}, which holds what the run builds; "
+                         "choose a path outside it")
     if os.path.isdir(path):
         raise UsageError(f"{where}: cannot write there (it is a directory, not a file)")
     folder = os.path.dirname(path)
@@ -352,9 +330,6 @@ def check_json_path(path: str, emit: str | None) -> None:
     if os.path.isfile(path) and not is_record(path):
         raise UsageError(f"{where}: the file exists and is not a --json record of this sample; "
                          "remove it or choose another path")
-    if emit and Path(path).is_relative_to(emit):
-        raise UsageError(f"{where}: is inside --emit {emit}, which holds what the run builds; "
-                         "choose a path outside it")
 
 
 def make_emit_folder(folder: Path, plugins: list[Plugin]) -> None:
