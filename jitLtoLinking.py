@@ -47,8 +47,9 @@ with jitlto_run.startup(as_script=__name__ == "__main__"):  # a package missing,
 
     import cuda_samples_utils as utils
     from jitlto_builds import Toolchain, swap_line
-    from jitlto_files import Plugin, check_outputs, parse_args
+    from jitlto_files import Plugin, parse_args
     from jitlto_gpu import open_gpu
+    from jitlto_run import check_outputs
 
 
 # ==== Device code =============================================================

@@ -15,6 +15,7 @@ import concurrent.futures
 import importlib
 import os
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import asdict, dataclass
@@ -24,7 +25,7 @@ from cuda.bindings import driver
 from cuda.core import Device, EventOptions
 
 # Errors that carry exit codes (usage 2, waived 77): defined with the run, standard library only.
-from jitlto_run import EXIT_WAIVED, SampleError, UsageError, WaivedError  # noqa: F401
+from jitlto_run import EXIT_WAIVED, SampleError, UsageError, WaivedError, say  # noqa: F401
 
 # ---------------------------------------------------------------------------
 # NVIDIA's shared helpers, with the same behaviour
@@ -108,6 +109,23 @@ def check_free_memory(needed: int, free: int, what: str) -> None:
     if needed > free:
         raise UsageError(f"{what} needs {needed / 2**30:.1f} GiB of device memory, but only "
                          f"{free / 2**30:.1f} GiB is free; choose a smaller --elements")
+
+
+def import_cupy():
+    """CuPy, which makes its kernel cache folder as it is imported: where the home folder cannot
+    be written, in a folder private to this run; a folder that cannot be used, said plainly."""
+    home_cache = os.path.expanduser("~/.cupy")
+    if "CUPY_CACHE_DIR" not in os.environ and not os.access(
+            home_cache if os.path.isdir(home_cache) else os.path.dirname(home_cache), os.W_OK):
+        os.environ["CUPY_CACHE_DIR"] = tempfile.mkdtemp(prefix="jitLtoLinking-cupy-")
+        say(f"note: {os.path.dirname(home_cache)} cannot be written, so CuPy's cache is in "
+            f"{os.environ['CUPY_CACHE_DIR']} for this run; set CUPY_CACHE_DIR to keep it")
+    try:
+        import cupy
+    except OSError as exc:
+        raise SampleError(f"CuPy could not make its cache folder {exc.filename} ({exc.strerror}); "
+                          "set CUPY_CACHE_DIR to a folder you can write") from None
+    return cupy
 
 
 # ---------------------------------------------------------------------------

@@ -16,7 +16,6 @@ import hashlib
 import inspect
 import io
 import os
-import re
 import stat
 import struct
 import subprocess
@@ -27,15 +26,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cuda.bindings import nvjitlink, nvrtc
-from cuda.core import Linker, LinkerOptions, ObjectCode
+from cuda.core import ObjectCode
 from cuda.core.utils import FileStreamProgramCache
 from cuda.pathfinder import find_nvidia_header_directory
 from cuda_samples_utils import check_device_index, driver_version, list_devices
-from elftools.common.exceptions import ELFError
-from elftools.elf.elffile import ELFFile
-from elftools.elf.relocation import RelocationSection
-from jitlto_files import emit
-from jitlto_run import INSTALL_HINT, SampleError, UsageError
+from jitlto_files import clean, compile_error, link_error
+from jitlto_gpu import read_report, report_lines
+from jitlto_run import INSTALL_HINT, SampleError, UsageError, emit_build
 
 TARGETS = {"compile_ptx": "ptx", "compile_ltoir": "ltoir", "compile_whole_program": "cubin"}
 LOADERS = {"ptx": ObjectCode.from_ptx, "ltoir": ObjectCode.from_ltoir, "cubin": ObjectCode.from_cubin}
@@ -221,31 +218,8 @@ class Toolchain:
             read_report(build)
             print("\n".join(report_lines(build) + ([note] if note else [])))
             if self.emit:
-                self.emit_build(build)
+                emit_build(self.emit, build, self.arch)
         return build
-
-    def emit_build(self, build: Build) -> None:
-        """The build's inputs (the library at the top, the plug-in in its folder), its cubin, and
-        after LTO the PTX that LTO made of the two (linked once more, with ptx=True)."""
-        stem, _, extension = build.plugin.rpartition(".")  # a folder name any locale can write:
-        mine = os.fsdecode(f"{stem}-{extension}".encode("utf-8", "surrogateescape"))
-        folder = self.emit / ("swap" if build.kind == "swap" else mine)
-        name = build.kind.replace(" ", "-")
-        if len(build.inputs) == 2:  # linked: the whole program was not
-            library, plugin = build.inputs
-            if not (self.emit / f"library.{library.code_type}").exists():
-                emit(self.emit, f"library.{library.code_type}", as_bytes(library))
-            emit(folder, f"plugin.{plugin.code_type}", as_bytes(plugin))
-        emit(folder, f"{name}.cubin", as_bytes(build.code))
-        if len(build.inputs) == 2 and all(code.code_type == "ltoir" for code in build.inputs):
-            options = LinkerOptions(arch=self.arch, link_time_optimization=True, ptx=True)
-            emit(folder, f"{name}.ptx", as_bytes(Linker(*build.inputs, options=options).link("ptx")))
-
-
-def as_bytes(code: ObjectCode) -> bytes:
-    """An ObjectCode's bytes, as a file holds them (NVRTC ends its PTX with the C string's NUL)."""
-    data = code.code.encode() if isinstance(code.code, str) else bytes(code.code)
-    return data.rstrip(b"\0") if code.code_type == "ptx" else data
 
 
 def digest(*parts) -> bytes:
@@ -349,141 +323,7 @@ def open_cache(folder: Path) -> CheckedCache:
     return cache
 
 
-# ---------------------------------------------------------------------------
-# What NVRTC and nvJitLink say when something fails, in the user's terms
-# ---------------------------------------------------------------------------
-
-
-def clean(text: str) -> str:
-    """A tool's text without colour codes (numba colours its messages) and control bytes other
-    than newline and tab (NVRTC's logs end with a NUL byte), trimmed."""
-    return re.sub(r"\x1b\[[0-9;]*[A-Za-z]|[\x00-\x08\x0b-\x1f\x7f]", "", text).strip()
-
-
-def compile_error(text: str, name: str) -> SampleError:
-    """A failed NVRTC compile: its log (file and line), and a hint where one helps."""
-    log = text.split("compilation log:", 1)[1].strip() if "compilation log:" in text else f"({text})"
-    lines = [f"NVRTC could not compile {name}:", log]
-    if re.search(r'cannot open source file "(cmath|math\.h|cstdlib|algorithm|limits)"', log):
-        lines.append("hint: CUDA's math functions (sinf, expf, fmaxf, ...) are built in and need no "
-                     "#include; for <cmath>-style names use <cuda/std/cmath>")
-    return SampleError("\n".join(lines))
-
-
-def link_error(text: str, name: str) -> SampleError:
-    """A failed nvJitLink link: its log, naming the symbol, architecture or version at fault."""
-    log = text.split("nvJitLink error log:", 1)[-1].strip()
-    symbol = re.search(r"(?:Unresolved extern function|Undefined reference to|undefined)\s+'?"
-                       r"([\w$]+)'?", log)
-    if "arch newer than target" in log:
-        why = ("refused the library's LTO-IR: it was built for a newer architecture than this "
-               "target. A library ships LTO-IR built for the oldest GPU it supports; it links for "
-               "that GPU and every newer one.")
-    elif re.search(r"version|VERSION", text):
-        why = ("refused an LTO-IR input: it was made by a newer compiler than this nvJitLink, or "
-               "it is not LTO-IR that nvJitLink can read.")
-    elif symbol:
-        why = (f"could not link {name}: '{symbol.group(1)}' is not defined. A plug-in must define"
-               '\n    extern "C" __device__ float user_transform(float x)\n(not inline or '
-               "__forceinline__, which leave no function for the library to call)")
-    else:
-        why = f"could not link {name}."
-    return SampleError(f"nvJitLink {why}\nnvJitLink log:\n{log}")
-
-
-# ---------------------------------------------------------------------------
-# Reading the cubin, and the report
-# ---------------------------------------------------------------------------
-
-
-def read_cubin(cubin: bytes) -> tuple[list[str], dict[str, dict[str, int]], dict[str, int]]:
-    """A cubin's functions, its call sites ({caller: {callee: count}}), and registers by function.
-
-    A call from one function to another stays in the cubin as a relocation (an entry the loader
-    fills in with the callee's address) in the caller's `.rel(a).text.<caller>` section. An inlined
-    callee that nobody calls any more is not in the symbol table at all. The `.nv.info` sections
-    hold, among other attributes, the registers the assembler gave each function.
-    """
-    try:
-        elf = ELFFile(io.BytesIO(cubin))
-        symbols = list(elf.get_section_by_name(".symtab").iter_symbols())
-    except (ELFError, AttributeError, ValueError) as exc:
-        raise ValueError(f"not an ELF cubin ({exc})") from None
-    functions = [s.name for s in symbols if s["st_info"]["type"] == "STT_FUNC"]
-    calls: dict[str, dict[str, int]] = {}
-    registers: dict[str, int] = {}
-    for section in elf.iter_sections():
-        data, at = section.data() if section.name.startswith(".nv.info") else b"", 0
-        while at + 4 <= len(data):  # records: format, attribute, then a 2-byte size and its bytes
-            size = struct.unpack_from("<H", data, at + 2)[0] if data[at] == 0x04 else 0
-            if data[at + 1] == 0x2F and size == 8:  # EIATTR_REGCOUNT: symbol index, registers
-                index, count = struct.unpack_from("<II", data, at + 4)
-                registers[symbols[index].name] = count
-            at += 4 + size
-        caller = re.sub(r"^\.rela?\.text\.", "", section.name)
-        if isinstance(section, RelocationSection) and caller != section.name:
-            for relocation in section.iter_relocations():
-                callee = symbols[relocation["r_info_sym"]].name
-                if callee in functions:
-                    calls.setdefault(caller, {})
-                    calls[caller][callee] = calls[caller].get(callee, 0) + 1
-    return functions, calls, registers
-
-
-def is_callee(symbol: str) -> bool:
-    """user_transform, or LTO's private copy of it for one caller ($caller$user_transform)."""
-    return symbol == "user_transform" or symbol.endswith("$user_transform")
-
-
-def read_report(build: Build) -> None:
-    """Fill in size, registers and call/inline facts from the built code (and build.kernel)."""
-    cubin = bytes(build.code.code)
-    functions, calls, registers = read_cubin(cubin)
-    build.cubin_bytes = len(cubin)
-    build.inlined = not any(is_callee(f) for f in functions)
-    build.calls_left = sum(n for f, n in calls.get("apply_transform", {}).items() if is_callee(f))
-    if not build.inlined and build.calls_left == 0:
-        build.calls_left = None  # a private copy called by relative address: not in the ELF
-    if build.kernel is not None:
-        build.registers, build.registers_from = build.kernel.attributes.num_regs, "kernel attributes"
-    else:
-        build.registers, build.registers_from = registers.get("apply_transform"), "cubin"
-
-
-def report_lines(build: Build) -> list[str]:
-    """The build's report: compile and link time, cubin size, registers, inlined or not; then
-    NVRTC's warnings, where the library came from, and what --cache-dir did."""
-    tag = f"  [{build.label}]"
-    if build.inlined:
-        calls = "user_transform inlined (0 calls left)"
-    elif build.calls_left is None:
-        calls = "user_transform still a function (a private copy the kernel calls)"
-    else:
-        calls = f"user_transform still a call ({build.calls_left} call sites)"
-    compiled = f"compile {build.compile_ms:.1f} ms" if build.compiles else "nothing compiled"
-    link = "no link" if build.link_ms is None else f"link {build.link_ms:.1f} ms"
-    lines = [f"{tag} {compiled}, {link}, cubin {build.cubin_bytes or 0:,} bytes, "
-             f"{build.registers} registers, {calls}"]
-    if build.library_from and build.kind != "swap":  # the swap's own line says it
-        lines.append(f"{tag} library.cu not compiled in this run: its LTO-IR is {build.library_from}")
-    for record in build.compiles:
-        if record.get("warnings"):
-            lines.append(f"{tag} NVRTC warned about {record['module']}:")
-            lines += [f"    {line}" for line in record["warnings"].splitlines()]
-        if record["cache"] != "off" or record.get("note"):
-            saved = f", saved {record['saved_ms']:.1f} ms" if "saved_ms" in record else ""
-            note = f"; {record['note']}" if record.get("note") else ""
-            lines.append(f"{tag} cache {record['cache']}: {record['module']} "
-                         f"({record['ms']:.1f} ms{saved}){note}")
-    if build.link_cache:
-        saved = build.link_cache.get("saved_ms")
-        saved = "" if saved is None else f" (saved {saved:.1f} ms)"
-        note = f"; {build.link_cache['note']}" if build.link_cache.get("note") else ""
-        lines.append(f"{tag} link cache {build.link_cache['cache']}{saved}{note}")
-    return lines
-
-
-def swap_line(build: Build, builds: list[Build], library_source: str, shipped: str | None) -> str:
+def swap_line(build, builds: list, library_source: str, shipped: str | None) -> str:
     """Step [3]'s proof: what this step compiled, and how often the library (by its source's
     digest, whatever a file is named) became LTO-IR in the run."""
     compiled = ", ".join(r["module"] for r in build.compiles if r["cache"] != "hit") or "nothing"

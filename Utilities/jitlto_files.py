@@ -12,12 +12,11 @@ import errno
 import json
 import os
 import re
-import sys
 from argparse import ArgumentParser, ArgumentTypeError, Namespace
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from jitlto_run import PROG, SAMPLE_FOLDER, SampleError, UsageError, is_record
+from jitlto_run import PROG, SampleError, UsageError
 
 PLUGIN_LIMIT = 1 << 20  # bytes: a plug-in is a source file, not data
 LIBRARY_LIMIT = 64 << 20  # bytes: a library's LTO-IR is kilobytes to a few megabytes
@@ -285,74 +284,43 @@ def parse_args(argv, default_plugin: Plugin, contract: str) -> Namespace:
     return args
 
 
-def check_outputs(args, record) -> None:
-    """UsageError unless --json and --emit can be written and name none of the run's inputs; then
-    --emit is made, and the record will be written to --json."""
-    record.data["elements"] = args.elements
-    if sys.stdout is None:
-        raise (UsageError if args.json == "-" else SampleError)(
-            "standard output is closed, so nothing the run says could be seen")
-    reads = [Path(SAMPLE_FOLDER, "jitLtoLinking.py"), *Path(SAMPLE_FOLDER, "Utilities").glob("*"),
-             *([Path(args.library)] if args.library else [])]
-    for plugin in args.plugins:
-        if plugin.path:
-            folder = plugin.path.parent  # a Python plug-in may import any module of its folder
-            reads += [*folder.glob("**/*.py")] if plugin.is_python else [plugin.path]
-            reads += plugin.headers or []
-    for option, path in (("--json", args.json), ("--emit", args.emit)):
-        if path in (None, "-"):
-            continue
-        try:
-            os.stat(path)  # a name too long, or a folder it cannot enter, shows here
-        except FileNotFoundError:
-            continue
-        except OSError as exc:
-            raise UsageError(f"{option} {path}: cannot write there ({exc.strerror})") from None
-        if any(os.path.samefile(path, source) for source in reads if source.exists()):
-            raise UsageError(f"{option} {path}: is an input of this run; it would be overwritten")
-    if args.json not in (None, "-"):
-        check_json_path(args.json, args.emit)
-    if args.emit:
-        make_emit_folder(Path(args.emit), args.plugins)
-    record.json_path, record.approved = args.json, True
+# ---------------------------------------------------------------------------
+# What NVRTC and nvJitLink say when something fails, in the user's terms
+# ---------------------------------------------------------------------------
 
 
-def check_json_path(path: str, emit: str | None) -> None:
-    where = f"--json {path}"
-    if emit and Path(path).is_relative_to(emit):  # said first: the folder may not be made yet
-        raise UsageError(f"{where}: is inside --emit {emit}, which holds what the run builds; "
-                         "choose a path outside it")
-    if os.path.isdir(path):
-        raise UsageError(f"{where}: cannot write there (it is a directory, not a file)")
-    folder = os.path.dirname(path)
-    if not os.path.isdir(folder) or not os.access(folder, os.W_OK | os.X_OK):
-        raise UsageError(f"{where}: cannot write there (no folder {folder} this user can write to)")
-    if os.path.isfile(path) and not is_record(path):
-        raise UsageError(f"{where}: the file exists and is not a --json record of this sample; "
-                         "remove it or choose another path")
+def clean(text: str) -> str:
+    """A tool's text without colour codes (numba colours its messages) and control bytes other
+    than newline and tab (NVRTC's logs end with a NUL byte), trimmed."""
+    return re.sub(r"\x1b\[[0-9;]*[A-Za-z]|[\x00-\x08\x0b-\x1f\x7f]", "", text).strip()
 
 
-def make_emit_folder(folder: Path, plugins: list[Plugin]) -> None:
-    """Make --emit DIR, or take it if it is an empty folder: the run never replaces a file there."""
-    where = f"--emit {folder}"
-    if folder.exists() and not folder.is_dir():
-        raise UsageError(f"{where}: is not a directory")
-    if any(p.path and p.path.parent == folder for p in plugins):
-        raise UsageError(f"{where}: holds a plug-in; give a folder of its own, so that what the "
-                         "run writes never mixes with your sources")
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        if any(folder.iterdir()):
-            raise UsageError(f"{where}: already holds files; give a new or empty folder (the run "
-                             "writes only where nothing would be replaced)")
-        if not os.access(folder, os.W_OK | os.X_OK):
-            raise PermissionError(13, "Permission denied")
-    except OSError as exc:
-        raise UsageError(f"{where}: cannot write there ({exc.strerror or exc})") from None
+def compile_error(text: str, name: str) -> SampleError:
+    """A failed NVRTC compile: its log (file and line), and a hint where one helps."""
+    log = text.split("compilation log:", 1)[1].strip() if "compilation log:" in text else f"({text})"
+    lines = [f"NVRTC could not compile {name}:", log]
+    if re.search(r'cannot open source file "(cmath|math\.h|cstdlib|algorithm|limits)"', log):
+        lines.append("hint: CUDA's math functions (sinf, expf, fmaxf, ...) are built in and need no "
+                     "#include; for <cmath>-style names use <cuda/std/cmath>")
+    return SampleError("\n".join(lines))
 
 
-def emit(folder: Path, name: str, data: bytes) -> None:
-    """Write one --emit file, never over an existing one (the folder was new or empty)."""
-    folder.mkdir(exist_ok=True)
-    with open(folder / name, "xb") as file:
-        file.write(data)
+def link_error(text: str, name: str) -> SampleError:
+    """A failed nvJitLink link: its log, naming the symbol, architecture or version at fault."""
+    log = text.split("nvJitLink error log:", 1)[-1].strip()
+    symbol = re.search(r"(?:Unresolved extern function|Undefined reference to|undefined)\s+'?"
+                       r"([\w$]+)'?", log)
+    if "arch newer than target" in log:
+        why = ("refused the library's LTO-IR: it was built for a newer architecture than this "
+               "target. A library ships LTO-IR built for the oldest GPU it supports; it links for "
+               "that GPU and every newer one.")
+    elif re.search(r"version|VERSION", text):
+        why = ("refused an LTO-IR input: it was made by a newer compiler than this nvJitLink, or "
+               "it is not LTO-IR that nvJitLink can read.")
+    elif symbol:
+        why = (f"could not link {name}: '{symbol.group(1)}' is not defined. A plug-in must define"
+               '\n    extern "C" __device__ float user_transform(float x)\n(not inline or '
+               "__forceinline__, which leave no function for the library to call)")
+    else:
+        why = f"could not link {name}."
+    return SampleError(f"nvJitLink {why}\nnvJitLink log:\n{log}")

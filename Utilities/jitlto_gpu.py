@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Copyright (c) 2026, the jitLtoLinking authors
-"""The GPU side of a run: the device, one stream that cuda.core and CuPy share, the arrays, each
-build's output checked against what it must hold, and --benchmark's timings and tables.
+"""What a run finds out about each build: its report, read off the cubin; and on the GPU (the
+device, one stream that cuda.core and CuPy share, the arrays) its output checked against what it
+must hold, and --benchmark's timings and tables.
 
 The output is filled with a NaN no arithmetic makes before every launch, so an element the kernel
 misses fails. Leaving `open_gpu` syncs and closes the stream, restores CuPy's current stream and
@@ -11,17 +12,20 @@ gives every block back to the driver.
 from __future__ import annotations
 
 import contextlib
+import io
 import os
+import re
 import shutil
 import struct
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 
 import cuda_samples_utils as utils
 import numpy as np
 from cuda.core import Buffer
-from jitlto_run import SampleError, say
+from elftools.common.exceptions import ELFError
+from elftools.elf.elffile import ELFFile
+from elftools.elf.relocation import RelocationSection
 
 CHECKED_BY = {"reference": "verified against NumPy reference",
               "cpu-compiled": "verified against the same Python function compiled for the CPU "
@@ -85,23 +89,6 @@ class Gpu:
         return check
 
 
-def import_cupy():
-    """CuPy, which makes its kernel cache folder as it is imported: where the home folder cannot
-    be written, in a folder private to this run; a folder that cannot be used, said plainly."""
-    home_cache = os.path.expanduser("~/.cupy")
-    if "CUPY_CACHE_DIR" not in os.environ and not os.access(
-            home_cache if os.path.isdir(home_cache) else os.path.dirname(home_cache), os.W_OK):
-        os.environ["CUPY_CACHE_DIR"] = tempfile.mkdtemp(prefix="jitLtoLinking-cupy-")
-        say(f"note: {os.path.dirname(home_cache)} cannot be written, so CuPy's cache is in "
-            f"{os.environ['CUPY_CACHE_DIR']} for this run; set CUPY_CACHE_DIR to keep it")
-    try:
-        import cupy
-    except OSError as exc:
-        raise SampleError(f"CuPy could not make its cache folder {exc.filename} ({exc.strerror}); "
-                          "set CUPY_CACHE_DIR to a folder you can write") from None
-    return cupy
-
-
 @contextlib.contextmanager
 def open_gpu(device_index: int, elements: int, plugins: list, record):
     """GPU `device_index`, checked, with a stream CuPy shares and the run's arrays (a third one
@@ -110,7 +97,7 @@ def open_gpu(device_index: int, elements: int, plugins: list, record):
         device = utils.check_device_index(device_index, utils.list_devices())
         utils.print_gpu_info(device)
         private = "CUPY_CACHE_DIR" not in os.environ
-        cp = import_cupy()
+        cp = utils.import_cupy()
         device.set_current()
         free, total = cp.cuda.runtime.memGetInfo()
         cross_check = any(plugin.checked_by == "cross-check" for plugin in plugins)
@@ -149,6 +136,98 @@ def open_gpu(device_index: int, elements: int, plugins: list, record):
         cp.get_default_pinned_memory_pool().free_all_blocks()
         if private and "jitLtoLinking-cupy-" in os.environ.get("CUPY_CACHE_DIR", ""):
             shutil.rmtree(os.environ.pop("CUPY_CACHE_DIR"), ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------
+# Reading the cubin, and the report
+# ---------------------------------------------------------------------------
+
+
+def read_cubin(cubin: bytes) -> tuple[list[str], dict[str, dict[str, int]], dict[str, int]]:
+    """A cubin's functions, its call sites ({caller: {callee: count}}), and registers by function.
+
+    A call from one function to another stays in the cubin as a relocation (an entry the loader
+    fills in with the callee's address) in the caller's `.rel(a).text.<caller>` section. An inlined
+    callee that nobody calls any more is not in the symbol table at all. The `.nv.info` sections
+    hold, among other attributes, the registers the assembler gave each function.
+    """
+    try:
+        elf = ELFFile(io.BytesIO(cubin))
+        symbols = list(elf.get_section_by_name(".symtab").iter_symbols())
+    except (ELFError, AttributeError, ValueError) as exc:
+        raise ValueError(f"not an ELF cubin ({exc})") from None
+    functions = [s.name for s in symbols if s["st_info"]["type"] == "STT_FUNC"]
+    calls: dict[str, dict[str, int]] = {}
+    registers: dict[str, int] = {}
+    for section in elf.iter_sections():
+        data, at = section.data() if section.name.startswith(".nv.info") else b"", 0
+        while at + 4 <= len(data):  # records: format, attribute, then a 2-byte size and its bytes
+            size = struct.unpack_from("<H", data, at + 2)[0] if data[at] == 0x04 else 0
+            if data[at + 1] == 0x2F and size == 8:  # EIATTR_REGCOUNT: symbol index, registers
+                index, count = struct.unpack_from("<II", data, at + 4)
+                registers[symbols[index].name] = count
+            at += 4 + size
+        caller = re.sub(r"^\.rela?\.text\.", "", section.name)
+        if isinstance(section, RelocationSection) and caller != section.name:
+            for relocation in section.iter_relocations():
+                callee = symbols[relocation["r_info_sym"]].name
+                if callee in functions:
+                    calls.setdefault(caller, {})
+                    calls[caller][callee] = calls[caller].get(callee, 0) + 1
+    return functions, calls, registers
+
+
+def is_callee(symbol: str) -> bool:
+    """user_transform, or LTO's private copy of it for one caller ($caller$user_transform)."""
+    return symbol == "user_transform" or symbol.endswith("$user_transform")
+
+
+def read_report(build) -> None:
+    """Fill in size, registers and call/inline facts from the built code (and build.kernel)."""
+    cubin = bytes(build.code.code)
+    functions, calls, registers = read_cubin(cubin)
+    build.cubin_bytes = len(cubin)
+    build.inlined = not any(is_callee(f) for f in functions)
+    build.calls_left = sum(n for f, n in calls.get("apply_transform", {}).items() if is_callee(f))
+    if not build.inlined and build.calls_left == 0:
+        build.calls_left = None  # a private copy called by relative address: not in the ELF
+    if build.kernel is not None:
+        build.registers, build.registers_from = build.kernel.attributes.num_regs, "kernel attributes"
+    else:
+        build.registers, build.registers_from = registers.get("apply_transform"), "cubin"
+
+
+def report_lines(build) -> list[str]:
+    """The build's report: compile and link time, cubin size, registers, inlined or not; then
+    NVRTC's warnings, where the library came from, and what --cache-dir did."""
+    tag = f"  [{build.label}]"
+    if build.inlined:
+        calls = "user_transform inlined (0 calls left)"
+    elif build.calls_left is None:
+        calls = "user_transform still a function (a private copy the kernel calls)"
+    else:
+        calls = f"user_transform still a call ({build.calls_left} call sites)"
+    compiled = f"compile {build.compile_ms:.1f} ms" if build.compiles else "nothing compiled"
+    link = "no link" if build.link_ms is None else f"link {build.link_ms:.1f} ms"
+    lines = [f"{tag} {compiled}, {link}, cubin {build.cubin_bytes or 0:,} bytes, "
+             f"{build.registers} registers, {calls}"]
+    if build.library_from and build.kind != "swap":  # the swap's own line says it
+        lines.append(f"{tag} library.cu not compiled in this run: its LTO-IR is {build.library_from}")
+    for record in build.compiles:
+        if record.get("warnings"):
+            lines.append(f"{tag} NVRTC warned about {record['module']}:")
+            lines += [f"    {line}" for line in record["warnings"].splitlines()]
+        if record["cache"] != "off" or record.get("note"):
+            saved = f", saved {record['saved_ms']:.1f} ms" if "saved_ms" in record else ""
+            note = f"; {record['note']}" if record.get("note") else ""
+            lines.append(f"{tag} cache {record['cache']}: {record['module']} "
+                         f"({record['ms']:.1f} ms{saved}){note}")
+    if build.link_cache:
+        saved = build.link_cache.get("saved_ms")
+        saved = "" if saved is None else f" (saved {saved:.1f} ms)"
+        note = f"; {build.link_cache['note']}" if build.link_cache.get("note") else ""
+        lines.append(f"{tag} link cache {build.link_cache['cache']}{saved}{note}")
+    return lines
 
 
 # ---------------------------------------------------------------------------

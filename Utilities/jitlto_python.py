@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from cuda.core import ObjectCode
-from jitlto_builds import clean
+from jitlto_files import clean
 from jitlto_run import SAMPLE_FOLDER, SampleError
 
 REQUIREMENTS = Path(SAMPLE_FOLDER, "requirements-python-plugins.txt")

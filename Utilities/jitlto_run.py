@@ -15,6 +15,7 @@ import signal
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 PROG = "jitLtoLinking.py"
 SAMPLE_FOLDER = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -224,3 +225,107 @@ class Run:
         elif error is not None:
             return False
         return True
+
+
+# ---------------------------------------------------------------------------
+# What a run writes, checked before anything is built: --json and --emit
+# ---------------------------------------------------------------------------
+
+
+def check_outputs(args, record) -> None:
+    """UsageError unless --json and --emit can be written and name none of the run's inputs; then
+    --emit is made, and the record will be written to --json."""
+    record.data["elements"] = args.elements
+    if sys.stdout is None:
+        raise (UsageError if args.json == "-" else SampleError)(
+            "standard output is closed, so nothing the run says could be seen")
+    reads = [Path(SAMPLE_FOLDER, "jitLtoLinking.py"), *Path(SAMPLE_FOLDER, "Utilities").glob("*"),
+             *([Path(args.library)] if args.library else [])]
+    for plugin in args.plugins:
+        if plugin.path:
+            folder = plugin.path.parent  # a Python plug-in may import any module of its folder
+            reads += [*folder.glob("**/*.py")] if plugin.is_python else [plugin.path]
+            reads += plugin.headers or []
+    for option, path in (("--json", args.json), ("--emit", args.emit)):
+        if path in (None, "-"):
+            continue
+        try:
+            os.stat(path)  # a name too long, or a folder it cannot enter, shows here
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise UsageError(f"{option} {path}: cannot write there ({exc.strerror})") from None
+        if any(os.path.samefile(path, source) for source in reads if source.exists()):
+            raise UsageError(f"{option} {path}: is an input of this run; it would be overwritten")
+    if args.json not in (None, "-"):
+        check_json_path(args.json, args.emit)
+    if args.emit:
+        make_emit_folder(Path(args.emit), args.plugins)
+    record.json_path, record.approved = args.json, True
+
+
+def check_json_path(path: str, emit: str | None) -> None:
+    where = f"--json {path}"
+    if emit and Path(path).is_relative_to(emit):  # said first: the folder may not be made yet
+        raise UsageError(f"{where}: is inside --emit {emit}, which holds what the run builds; "
+                         "choose a path outside it")
+    if os.path.isdir(path):
+        raise UsageError(f"{where}: cannot write there (it is a directory, not a file)")
+    folder = os.path.dirname(path)
+    if not os.path.isdir(folder) or not os.access(folder, os.W_OK | os.X_OK):
+        raise UsageError(f"{where}: cannot write there (no folder {folder} this user can write to)")
+    if os.path.isfile(path) and not is_record(path):
+        raise UsageError(f"{where}: the file exists and is not a --json record of this sample; "
+                         "remove it or choose another path")
+
+
+def make_emit_folder(folder: Path, plugins: list) -> None:
+    """Make --emit DIR, or take it if it is an empty folder: the run never replaces a file there."""
+    where = f"--emit {folder}"
+    if folder.exists() and not folder.is_dir():
+        raise UsageError(f"{where}: is not a directory")
+    if any(p.path and p.path.parent == folder for p in plugins):
+        raise UsageError(f"{where}: holds a plug-in; give a folder of its own, so that what the "
+                         "run writes never mixes with your sources")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        if any(folder.iterdir()):
+            raise UsageError(f"{where}: already holds files; give a new or empty folder (the run "
+                             "writes only where nothing would be replaced)")
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise PermissionError(13, "Permission denied")
+    except OSError as exc:
+        raise UsageError(f"{where}: cannot write there ({exc.strerror or exc})") from None
+
+
+def emit(folder: Path, name: str, data: bytes) -> None:
+    """Write one --emit file, never over an existing one (the folder was new or empty)."""
+    folder.mkdir(exist_ok=True)
+    with open(folder / name, "xb") as file:
+        file.write(data)
+
+
+def emit_build(root: Path, build, arch: str) -> None:
+    """A build's files under --emit: its inputs (the library at the top, the plug-in in its folder,
+    each once), its cubin, and after LTO the PTX that LTO made of the two (linked once more, with
+    ptx=True, to read)."""
+    from cuda.core import Linker, LinkerOptions
+
+    stem, _, extension = build.plugin.rpartition(".")  # a folder name any locale can write:
+    mine = os.fsdecode(f"{stem}-{extension}".encode("utf-8", "surrogateescape"))
+    folder = root / ("swap" if build.kind == "swap" else mine)
+    name = build.kind.replace(" ", "-")
+    if len(build.inputs) == 2:  # linked: the whole program was not
+        for where, code in zip((root / "library", folder / "plugin"), build.inputs):
+            if not where.with_suffix(f".{code.code_type}").exists():  # half-LTO shares both
+                emit(where.parent, f"{where.name}.{code.code_type}", as_bytes(code))
+    emit(folder, f"{name}.cubin", as_bytes(build.code))
+    if len(build.inputs) == 2 and all(code.code_type == "ltoir" for code in build.inputs):
+        options = LinkerOptions(arch=arch, link_time_optimization=True, ptx=True)
+        emit(folder, f"{name}.ptx", as_bytes(Linker(*build.inputs, options=options).link("ptx")))
+
+
+def as_bytes(code) -> bytes:
+    """An ObjectCode's bytes, as a file holds them (NVRTC ends its PTX with the C string's NUL)."""
+    data = code.code.encode() if isinstance(code.code, str) else bytes(code.code)
+    return data.rstrip(b"\0") if code.code_type == "ptx" else data

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from jitlto_builds import read_cubin
+from jitlto_gpu import read_cubin
 from helpers import (
     ARCH, EXAMPLES, PLUGINS, assert_clean_failure, cuda_plugin, lto_build, make_tools, run_sample, sample, utils,
 )

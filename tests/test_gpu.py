@@ -353,3 +353,12 @@ def test_a_home_that_cannot_be_written_moves_cupy_s_cache_for_the_run(tmp_path):
     result = run_sample("--elements", "1000", env={**env, "HOME": str(home)}, prefix=without_privileges())
     assert result.returncode == 0, result.stdout + result.stderr
     assert "cannot be written, so CuPy's cache is in" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_benchmark_with_emit_writes_every_build_once(tmp_path):
+    emit = tmp_path / "out"
+    result = run_sample("--elements", "1000", "--benchmark", "--emit", str(emit))
+    assert result.returncode == 0, result.stdout + result.stderr
+    for name in ("ptx.cubin", "lto.cubin", "lto.ptx", "half-LTO.cubin", "whole-program.cubin", "plugin.ptx",
+                 "plugin.ltoir"):
+        assert (emit / "default_plugin-cu" / name).is_file(), name

@@ -76,8 +76,6 @@ def test_a_missing_or_unreadable_library_is_a_usage_error(tmp_path):
 
 
 def test_a_library_file_that_is_not_whole_lto_ir_is_refused_or_reported_never_a_crash(tmp_path):
-    import os
-
     junk = tmp_path / "junk.ltoir"
     for seed in range(4):  # LTO-IR's first bytes, then noise
         junk.write_bytes(b"\xedCN\x7f" + __import__("random").Random(seed).randbytes(3000))

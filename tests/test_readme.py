@@ -10,7 +10,7 @@ import sys
 
 import pytest
 from helpers import ARCH, ROOT
-from jitlto_builds import read_cubin
+from jitlto_gpu import read_cubin
 
 CORE_HEADING = "## The sample in one program"
 

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import re
 
-import jitlto_builds
+import jitlto_gpu
 import pytest
 from helpers import lto_build, sample
-from jitlto_builds import Build, read_cubin, report_lines
+from jitlto_builds import Build
+from jitlto_gpu import read_cubin, report_lines
 
 
 def test_registers_read_from_the_cubin_match_what_the_assembler_reported():
@@ -31,8 +32,8 @@ def test_read_cubin_rejects_what_is_not_a_cubin(data):
 
 
 def test_private_copies_made_by_lto_count_as_the_function():
-    assert jitlto_builds.is_callee("user_transform") and jitlto_builds.is_callee("$apply_transform$user_transform")
-    assert not jitlto_builds.is_callee("transform") and not jitlto_builds.is_callee("user_transform_2")
+    assert jitlto_gpu.is_callee("user_transform") and jitlto_gpu.is_callee("$apply_transform$user_transform")
+    assert not jitlto_gpu.is_callee("transform") and not jitlto_gpu.is_callee("user_transform_2")
 
 
 def test_report_lines_say_what_was_read_and_the_cache_state():

@@ -13,22 +13,22 @@ from helpers import make_tools, utils
 
 
 def test_tool_messages_lose_nul_and_control_bytes_but_keep_lines():
-    assert jitlto_builds.clean("a.cu(4): error\x00\n\tnext\x1b[31m red\x1b[0m\x07") == "a.cu(4): error\n\tnext red"
+    assert jitlto_files.clean("a.cu(4): error\x00\n\tnext\x1b[31m red\x1b[0m\x07") == "a.cu(4): error\n\tnext red"
 
 
 def test_a_compile_error_keeps_only_the_log_and_names_the_file():
-    error = jitlto_builds.compile_error("NVRTC_ERROR, compilation log:\n\nx.cu(2): error: bad", "x.cu")
+    error = jitlto_files.compile_error("NVRTC_ERROR, compilation log:\n\nx.cu(2): error: bad", "x.cu")
     assert str(error) == "NVRTC could not compile x.cu:\nx.cu(2): error: bad" and error.exit_code == 1
 
 
 def test_a_link_error_names_the_missing_symbol():
-    error = jitlto_builds.link_error("ERROR 4\nnvJitLink error log: Unresolved extern function 'user_transform'", "p.cu")
+    error = jitlto_files.link_error("ERROR 4\nnvJitLink error log: Unresolved extern function 'user_transform'", "p.cu")
     assert "'user_transform' is not defined" in str(error) and "nvJitLink log:" in str(error)
 
 
 def test_an_architecture_mismatch_says_what_a_library_ships():
     text = "ERROR_ARCH_MISMATCH (13)\nnvJitLink error log: ERROR NVVM_ERROR in LTOIR arch newer than target arch"
-    error = jitlto_builds.link_error(text, "default_plugin.cu")
+    error = jitlto_files.link_error(text, "default_plugin.cu")
     assert "built for a newer architecture than this target" in str(error)
     assert "oldest GPU it supports" in str(error) and "LTOIR arch newer than target arch" in str(error)
 
