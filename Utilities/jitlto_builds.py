@@ -12,6 +12,7 @@ function the kernel calls; the kernel's attributes (on a GPU) or the cubin's `.n
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import inspect
 import io
@@ -87,8 +88,6 @@ class Toolchain:
         self.arch, self.record, self.several_plugins = arch, record, several_plugins
         self.versions = {"nvrtc": tool_version("NVRTC", lambda: nvrtc.nvrtcVersion()[1:]),
                          "nvjitlink": tool_version("nvJitLink", nvjitlink.version)}
-        folder = find_nvidia_header_directory("cudart")  # CUDA's headers, from the wheels
-        self.include_path = [folder] if folder else None
         self.cache = open_cache(Path(cache_dir)) if cache_dir else None
         self.emit = Path(emit_dir) if emit_dir else None
         self.made: dict[int, dict] = {}  # each compile's record, until a build that uses it takes it
@@ -129,16 +128,16 @@ class Toolchain:
                 code, plugin.reference = jitlto_python.compile_plugin(plugin, target, self.arch)
                 cache = {"cache": "off", "compiler": "numba-cuda"}
             else:
+                include_path = cuda_headers() if plugin.path else None
                 files = plugin.headers and [part for path in plugin.headers
                                             for part in (str(path), path.read_bytes())]
-                key = files is not None and digest(  # None: a header named through a macro
+                key = self.cache is not None and files is not None and digest(  # None: #include X
                     inspect.getsource(step), plugin.source, plugin.nvrtc_name, self.arch,
-                    str(self.include_path), self.versions["nvrtc"], *files)
+                    str(include_path), self.versions["nvrtc"], *files)
                 code, cache = self.cached(key, LOADERS[target], plugin.nvrtc_name, lambda: step(
-                    plugin.source, self.arch, plugin.nvrtc_name,
-                    self.include_path if plugin.path else None, logs),
+                    plugin.source, self.arch, plugin.nvrtc_name, include_path, logs),
                     lambda log: compile_error(log, plugin.name))
-                if not key and self.cache is not None:
+                if files is None and self.cache is not None:
                     cache["note"] = "not cached: it #includes a file through a macro"
         self.made[id(code)] = {"module": plugin.name, "target": target,
                                "ms": (time.perf_counter() - start) * 1e3, **cache,
@@ -150,8 +149,9 @@ class Toolchain:
     def link(self, step, kind: str, plugin, *inputs: ObjectCode) -> Build:
         """The build of `kind` for `plugin`: `inputs` linked by `step` (link_ptx or link_lto)."""
         build = self.new_build(kind, plugin, inputs)
-        key = digest(inspect.getsource(step), self.arch, self.versions["nvjitlink"],
-                     *(part for code in inputs for part in (code.code_type, bytes(code.code))))
+        key = self.cache is not None and digest(
+            inspect.getsource(step), self.arch, self.versions["nvjitlink"],
+            *(part for code in inputs for part in (code.code_type, bytes(code.code))))
         with self.record.phase("link"):
             start = time.perf_counter()
             build.code, cache = self.cached(key, ObjectCode.from_cubin, build.label, lambda: step(
@@ -229,6 +229,13 @@ def digest(*parts) -> bytes:
         data = part.encode("utf-8", "surrogateescape") if isinstance(part, str) else part
         sha.update(len(data).to_bytes(8, "little") + data)
     return sha.digest()
+
+
+@functools.cache
+def cuda_headers() -> list[str] | None:
+    """The include path to CUDA's own headers (<cuda_fp16.h>, ...) in the installed wheels."""
+    folder = find_nvidia_header_directory("cudart")
+    return [folder] if folder else None
 
 
 def tool_version(name: str, version) -> str:

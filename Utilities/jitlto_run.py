@@ -111,7 +111,9 @@ def write_text(path: str, text: str) -> None:
         sys.__stdout__.write(text)
         sys.__stdout__.flush()
     elif os.path.exists(path) and not os.path.isfile(path):
-        with open(path, "w", encoding="utf-8") as file:
+        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)  # a pipe without a reader fails, not waits
+        os.set_blocking(fd, True)
+        with open(fd, "w", encoding="utf-8") as file:
             file.write(text)
     else:
         folder, name = os.path.split(path)

@@ -43,7 +43,7 @@ def test_libraries_that_cannot_be_loaded_are_an_install_problem(monkeypatch):
 
 
 def test_cuda_headers_come_from_the_wheels():
-    assert make_tools().include_path
+    assert jitlto_builds.cuda_headers()
 
 
 def test_architecture_checks_shape_and_support():
