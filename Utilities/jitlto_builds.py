@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import inspect
 import io
 import os
 import stat
@@ -28,7 +27,6 @@ from pathlib import Path
 
 from cuda.bindings import nvjitlink, nvrtc
 from cuda.core import ObjectCode
-from cuda.core.utils import FileStreamProgramCache
 from cuda.pathfinder import find_nvidia_header_directory
 from cuda_samples_utils import check_device_index, driver_version, list_devices
 from jitlto_files import clean, compile_error, link_error
@@ -132,7 +130,7 @@ class Toolchain:
                 files = plugin.headers and [part for path in plugin.headers
                                             for part in (str(path), path.read_bytes())]
                 key = self.cache is not None and files is not None and digest(  # None: #include X
-                    inspect.getsource(step), plugin.source, plugin.nvrtc_name, self.arch,
+                    source_of(step), plugin.source, plugin.nvrtc_name, self.arch,
                     str(include_path), self.versions["nvrtc"], *files)
                 code, cache = self.cached(key, LOADERS[target], plugin.nvrtc_name, lambda: step(
                     plugin.source, self.arch, plugin.nvrtc_name, include_path, logs),
@@ -150,7 +148,7 @@ class Toolchain:
         """The build of `kind` for `plugin`: `inputs` linked by `step` (link_ptx or link_lto)."""
         build = self.new_build(kind, plugin, inputs)
         key = self.cache is not None and digest(
-            inspect.getsource(step), self.arch, self.versions["nvjitlink"],
+            source_of(step), self.arch, self.versions["nvjitlink"],
             *(part for code in inputs for part in (code.code_type, bytes(code.code))))
         with self.record.phase("link"):
             start = time.perf_counter()
@@ -231,6 +229,13 @@ def digest(*parts) -> bytes:
     return sha.digest()
 
 
+def source_of(step) -> str:
+    """A step function's own code, options and all: part of the key of what it made."""
+    import inspect  # only --cache-dir needs it
+
+    return inspect.getsource(step)
+
+
 @functools.cache
 def cuda_headers() -> list[str] | None:
     """The include path to CUDA's own headers (<cuda_fp16.h>, ...) in the installed wheels."""
@@ -282,31 +287,33 @@ def check_library(path: str, arch: str) -> bytes:
 # ---------------------------------------------------------------------------
 
 
-class CheckedCache(FileStreamProgramCache):
-    """cuda.core's FileStreamProgramCache, each entry stored after a digest of its key and bytes and
-    read only from a regular file: one that was truncated, altered, swapped or replaced by anything
-    else raises OSError (built again), never returns."""
-
-    def __setitem__(self, key: bytes, data: bytes) -> None:
-        super().__setitem__(key, hashlib.sha256(key + data).digest() + data)
-
-    def __getitem__(self, key: bytes) -> bytes:
-        try:  # no link is followed, and a FIFO does not block the open
-            fd = os.open(self._path_for_key(key), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-        except FileNotFoundError:
-            raise KeyError(key) from None
-        with os.fdopen(fd, "rb") as file:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise OSError(0, "it is not a regular file")
-            entry = file.read(256 << 20)  # far above any cubin this sample makes
-        if hashlib.sha256(key + entry[32:]).digest() != entry[:32]:
-            raise OSError(0, "its digest does not match its bytes")
-        return entry[32:]
-
-
-def open_cache(folder: Path) -> CheckedCache:
+def open_cache(folder: Path):
     """The cache in `folder`, made private to this user if new; UsageError where another user could
     change what it holds, and so the code the sample runs."""
+    from cuda.core.utils import FileStreamProgramCache  # loaded only when --cache-dir asks
+
+    class CheckedCache(FileStreamProgramCache):
+        """cuda.core's FileStreamProgramCache, each entry stored after a digest of its key and
+        bytes, and read only from a regular file: one that was truncated, altered, swapped or
+        replaced by anything else raises OSError (built again), never returns."""
+
+        def __setitem__(self, key: bytes, data: bytes) -> None:
+            super().__setitem__(key, hashlib.sha256(key + data).digest() + data)
+
+        def __getitem__(self, key: bytes) -> bytes:
+            flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK  # no link, and no FIFO's wait
+            try:
+                fd = os.open(self._path_for_key(key), flags)
+            except FileNotFoundError:
+                raise KeyError(key) from None
+            with os.fdopen(fd, "rb") as file:
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    raise OSError(0, "it is not a regular file")
+                entry = file.read(256 << 20)  # far above any cubin this sample makes
+            if hashlib.sha256(key + entry[32:]).digest() != entry[:32]:
+                raise OSError(0, "its digest does not match its bytes")
+            return entry[32:]
+
     where = f"--cache-dir {folder}"
     try:
         if folder.exists() and not folder.is_dir():
