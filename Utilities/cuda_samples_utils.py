@@ -279,7 +279,7 @@ def verify(device_out, expected, method: str, rtol=1e-5, atol=1e-5, piece=1 << 2
         error = np.abs(np.subtract(got, want, out=got), out=got)  # in place: few passes over memory
         largest = float(error.max())  # NaN if any element is NaN (poison included)
         if largest <= atol:  # every limit is at least atol, so every element passes
-            return Verification(method, checked=stop - start, max_error=largest, rtol=rtol, atol=atol)
+            return Verification(method, stop - start, max_error=largest, rtol=rtol, atol=atol)
         return compare(fetch(start, stop), want, method, rtol, atol)  # a closer look
 
     total = Verification(method, rtol=rtol, atol=atol)

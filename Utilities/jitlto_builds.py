@@ -1,14 +1,9 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Copyright (c) 2026, the jitLtoLinking authors
-"""Around each compile and link of the lesson: timed, kept in --cache-dir, recorded, a failure
-explained; and the build report, read off each linked cubin.
-
-`Toolchain.compile(step, plugin)` and `Toolchain.link(step, ...)` call the script's step functions as
-they are written. The report's facts come from the built code, never from what the sample expects:
-the cubin's symbols and relocations (read with pyelftools) say whether `user_transform` is still a
-function the kernel calls; the kernel's attributes (on a GPU) or the cubin's `.nv.info` records
-(without one) how many registers a thread uses.
-"""
+"""Around each compile and link of the lesson: timed, kept in --cache-dir, recorded, and a failure
+explained in the user's terms. `Toolchain.compile(step, plugin)` and `Toolchain.link(step, kind,
+plugin, *inputs)` call the script's step functions as they are written: no step is ever replaced
+by something of the sample's own, and a cache entry is the bytes a step made."""
 
 from __future__ import annotations
 
@@ -34,7 +29,8 @@ from jitlto_gpu import read_report, report_lines
 from jitlto_run import INSTALL_HINT, SampleError, UsageError, emit_build
 
 TARGETS = {"compile_ptx": "ptx", "compile_ltoir": "ltoir", "compile_whole_program": "cubin"}
-LOADERS = {"ptx": ObjectCode.from_ptx, "ltoir": ObjectCode.from_ltoir, "cubin": ObjectCode.from_cubin}
+LOADERS = {"ptx": ObjectCode.from_ptx, "ltoir": ObjectCode.from_ltoir,
+           "cubin": ObjectCode.from_cubin}
 
 
 @dataclass
@@ -74,7 +70,8 @@ class Build:
                 "library_from": self.library_from, "compiles": self.compiles,
                 "cubin_bytes": self.cubin_bytes, "registers": self.registers,
                 "registers_from": self.registers_from or None,
-                "user_transform_calls_left": self.calls_left, "user_transform_inlined": self.inlined,
+                "user_transform_calls_left": self.calls_left,
+                "user_transform_inlined": self.inlined,
                 "verification": self.verification.as_dict() if self.verification else None}
 
 
@@ -88,7 +85,7 @@ class Toolchain:
                          "nvjitlink": tool_version("nvJitLink", nvjitlink.version)}
         self.cache = open_cache(Path(cache_dir)) if cache_dir else None
         self.emit = Path(emit_dir) if emit_dir else None
-        self.made: dict[int, dict] = {}  # each compile's record, until a build that uses it takes it
+        self.made: dict[int, dict] = {}  # each compile's record, until a build that uses it
         self.builds: list[Build] = record.builds
         self.library_from, self.shipped_library = library, None  # --library FILE, read and checked
         if library:
@@ -114,7 +111,7 @@ class Toolchain:
         return cls(arch, record, args.cache_dir, args.emit, len(args.plugins) > 1, args.library)
 
     def compile(self, step, plugin) -> ObjectCode:
-        """The plug-in (or the library) compiled by `step`, one of the script's compile_ functions."""
+        """The plug-in (or the library) compiled by `step`, one of the script's compile_ steps."""
         target, logs, start = TARGETS[step.__name__], io.StringIO(), time.perf_counter()
         with self.record.phase("compile"), warnings.catch_warnings():
             # cuda.core warns that this driver could not load the PTX of a newer NVRTC: the sample

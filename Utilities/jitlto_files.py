@@ -297,11 +297,11 @@ def clean(text: str) -> str:
 
 def compile_error(text: str, name: str) -> SampleError:
     """A failed NVRTC compile: its log (file and line), and a hint where one helps."""
-    log = text.split("compilation log:", 1)[1].strip() if "compilation log:" in text else f"({text})"
+    log = text.split("compilation log:", 1)[-1].strip() if "compilation log:" in text else text
     lines = [f"NVRTC could not compile {name}:", log]
     if re.search(r'cannot open source file "(cmath|math\.h|cstdlib|algorithm|limits)"', log):
-        lines.append("hint: CUDA's math functions (sinf, expf, fmaxf, ...) are built in and need no "
-                     "#include; for <cmath>-style names use <cuda/std/cmath>")
+        lines.append("hint: CUDA's math functions (sinf, expf, fmaxf, ...) are built in and need "
+                     "no #include; for <cmath>-style names use <cuda/std/cmath>")
     return SampleError("\n".join(lines))
 
 

@@ -118,7 +118,7 @@ def open_gpu(device_index: int, elements: int, plugins: list, record):
         with cp.cuda.Stream.from_external(stream):
             with record.phase("input"):
                 host_input = utils.standard_normal_float32(elements, seed=0)
-            # No local names for the arrays: the Gpu alone holds them, and gives them back at the end.
+            # No local names for the arrays: the Gpu alone holds them, and gives them back.
             gpu = Gpu(device, stream, host_input, cp.empty(elements, dtype=cp.float32),
                       cp.empty(elements, dtype=cp.float32),
                       cp.empty(elements, dtype=cp.float32) if cross_check else None, record)
@@ -192,7 +192,8 @@ def read_report(build) -> None:
     if not build.inlined and build.calls_left == 0:
         build.calls_left = None  # a private copy called by relative address: not in the ELF
     if build.kernel is not None:
-        build.registers, build.registers_from = build.kernel.attributes.num_regs, "kernel attributes"
+        build.registers = build.kernel.attributes.num_regs
+        build.registers_from = "kernel attributes"
     else:
         build.registers, build.registers_from = registers.get("apply_transform"), "cubin"
 
@@ -212,7 +213,8 @@ def report_lines(build) -> list[str]:
     lines = [f"{tag} {compiled}, {link}, cubin {build.cubin_bytes or 0:,} bytes, "
              f"{build.registers} registers, {calls}"]
     if build.library_from and build.kind != "swap":  # the swap's own line says it
-        lines.append(f"{tag} library.cu not compiled in this run: its LTO-IR is {build.library_from}")
+        shipped = build.library_from
+        lines.append(f"{tag} library.cu not compiled in this run: its LTO-IR is {shipped}")
     for record in build.compiles:
         if record.get("warnings"):
             lines.append(f"{tag} NVRTC warned about {record['module']}:")
