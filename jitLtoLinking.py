@@ -138,7 +138,7 @@ def swap_reference(x: np.ndarray) -> np.ndarray:
     return np.tanh(x) + np.float32(0.5) * x
 
 
-LIBRARY = Plugin("library.cu", LIBRARY_SOURCE)  # compiled as plug-ins are, but defines the kernel
+LIBRARY = Plugin("library.cu", LIBRARY_SOURCE)  # a source and a name, as a plug-in has
 DEFAULT_PLUGIN = Plugin.cuda("default_plugin.cu", DEFAULT_PLUGIN_SOURCE, PLUGIN_CONTRACT,
                              default_reference)
 SWAP_PLUGIN = Plugin.cuda("swap_plugin.cu", SWAP_PLUGIN_SOURCE, PLUGIN_CONTRACT, swap_reference)
@@ -182,13 +182,18 @@ def link_lto(arch: str, library_ltoir: ObjectCode, plugin_ltoir: ObjectCode) -> 
 
 
 # ==== The steps: each plug-in compiled, linked, launched and checked ==========
-# `tools` times each call, keeps it in --cache-dir, records it and explains a failure.
+# tools.compile(compile_ptx, plugin) calls compile_ptx(plugin.source, arch, its file's name,
+# CUDA's headers, a log), and tools.link(link_ptx, "ptx", plugin, a, b) calls link_ptx(arch, a, b)
+# and records the result as the "ptx" build of that plug-in; around each call, `tools` times it,
+# keeps it in --cache-dir and turns a failure into one message.
 
 
 def ptx_linking(tools, plugins: list[Plugin], gpu) -> ObjectCode | None:
     """[1] Library and plug-ins compiled to relocatable PTX, then linked; the library's PTX."""
     print("\n[1] PTX linking (no LTO)")
-    if utils.driver_version() is None:  # cuda.core asks the driver for its version before PTX
+    # Before it compiles to PTX, cuda.core asks the driver which PTX version it can load; LTO-IR
+    # needs no driver. So without one (--compile-only on a CPU machine) this step is skipped.
+    if utils.driver_version() is None:
         return tools.skip("ptx", "cuda.core asks the CUDA driver for its version before "
                           "compiling to PTX, and this machine has no driver")
     library_ptx = tools.compile(compile_ptx, LIBRARY)  # once, for every plug-in
@@ -225,7 +230,7 @@ BLOCK_SIZE = 256
 
 def grid_size(elements: int, max_grid: int) -> int:
     """Enough blocks for one float4 per thread, within the device's grid limit."""
-    vectors = max(1, -(-elements // 4))
+    vectors = max(1, -(-elements // 4))  # -(-a // b): a / b rounded up
     return max(1, min(-(-vectors // BLOCK_SIZE), max_grid))
 
 
@@ -249,11 +254,13 @@ def check(tools, build, plugin: Plugin, gpu, note: str | None = None) -> None:
     tools.report(build, note)
     if gpu is None:
         return
-    if plugin.checked_by == "cross-check" and build.kind == "ptx":
+    if plugin.checked_by == "cross-check" and build.kind == "ptx":  # a .cu file of the user's
         run_kernel(gpu, build.kernel, gpu.d_out)
         print(f"  [{build.label}] launched; {plugin.name} has no reference: step [2] checks it")
         return
-    ptx = tools.find("ptx", plugin)  # for a plug-in without a reference, its output is expected
+    # What the output must hold: the plug-in's NumPy reference of the input; or, for a plug-in
+    # without one, what its ptx build's kernel writes (run again, into gpu.d_expected).
+    ptx = tools.find("ptx", plugin)
     expected = gpu.expected(plugin, lambda d_expected: run_kernel(gpu, ptx.kernel, d_expected))
     run_kernel(gpu, build.kernel, gpu.d_out)
     build.verification = gpu.verify(build.label, expected, plugin.checked_by)
