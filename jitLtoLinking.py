@@ -48,7 +48,7 @@ with jitlto_run.startup(as_script=__name__ == "__main__"):  # a package missing,
     import cuda_samples_utils as utils
     from jitlto_builds import Toolchain, swap_line
     from jitlto_files import Plugin, parse_args
-    from jitlto_gpu import open_gpu
+    import jitlto_gpu
     from jitlto_run import check_outputs
 
 
@@ -183,9 +183,8 @@ def link_lto(arch: str, library_ltoir: ObjectCode, plugin_ltoir: ObjectCode) -> 
 
 # ==== The steps: each plug-in compiled, linked, launched and checked ==========
 # tools.compile(compile_ptx, plugin) calls compile_ptx(plugin.source, arch, its file's name,
-# CUDA's headers, a log), and tools.link(link_ptx, "ptx", plugin, a, b) calls link_ptx(arch, a, b)
-# and records the result as the "ptx" build of that plug-in; around each call, `tools` times it,
-# keeps it in --cache-dir and turns a failure into one message.
+# CUDA's headers, a log); tools.link(link_ptx, "ptx", plugin, a, b) calls link_ptx(arch, a, b), the
+# "ptx" build of plugin. Around each call, tools times it, caches it, explains a failure.
 
 
 def ptx_linking(tools, plugins: list[Plugin], gpu) -> ObjectCode | None:
@@ -258,9 +257,7 @@ def check(tools, build, plugin: Plugin, gpu, note: str | None = None) -> None:
         run_kernel(gpu, build.kernel, gpu.d_out)
         print(f"  [{build.label}] launched; {plugin.name} has no reference: step [2] checks it")
         return
-    # What the output must hold: the plug-in's NumPy reference of the input; or, for a plug-in
-    # without one, what its ptx build's kernel writes (run again, into gpu.d_expected).
-    ptx = tools.find("ptx", plugin)
+    ptx = tools.find("ptx", plugin)  # without a NumPy reference, the output must match ptx's
     expected = gpu.expected(plugin, lambda d_expected: run_kernel(gpu, ptx.kernel, d_expected))
     run_kernel(gpu, build.kernel, gpu.d_out)
     build.verification = gpu.verify(build.label, expected, plugin.checked_by)
@@ -276,7 +273,7 @@ def main(argv=None) -> int:
             args = parse_args(argv, DEFAULT_PLUGIN, PLUGIN_CONTRACT)  # reads every input
             check_outputs(args, run.record)  # --json and --emit: writable, and none an input
         gpu = None if args.compile_only else run.held.enter_context(
-            open_gpu(args.device, args.elements, args.plugins, run.record))
+            jitlto_gpu.open_gpu(args.device, args.elements, args.plugins, run.record))
         tools = Toolchain.for_run(args, gpu, run.record)  # arch, cache, NVRTC and nvJitLink
 
         library_ptx = ptx_linking(tools, args.plugins, gpu)
@@ -294,9 +291,10 @@ def finish(record, plugins: list[Plugin], gpu) -> int:
         print("\nBuilt and reported without launching. Done")
         return jitlto_run.EXIT_OK
     print(f"\n{record.clock_line()}\n")
-    rows = record.data.get("benchmark", {}).get("rows", [])
-    if not all(b.verification.ok for b in record.builds if b.verification) or any(
-            row["verified"] is False for row in rows):
+    rows = record.data.get("benchmark", {}).get("rows", [])  # each benchmark run is checked too
+    checks = [b.verification.ok for b in record.builds if b.verification] + [
+        row["verified"] for row in rows if row["verified"] is not None]
+    if not all(checks):
         print("Verification FAILED: see the lines marked FAILED above")
         return jitlto_run.EXIT_FAILED
     unchecked = [p.name for p in plugins if p.checked_by == "cross-check"]
@@ -308,11 +306,9 @@ def finish(record, plugins: list[Plugin], gpu) -> int:
 # ==== Benchmark: what each way of building costs at run time ==================
 
 
-def compile_whole_program(source: str, arch: str, name="whole_program.cu", include_path=None,
-                          logs=None) -> ObjectCode:
+def compile_whole_program(source: str, arch: str, name="whole", include_path=None, logs=None):
     """Library and plug-in as one source, compiled straight to a cubin: no linker needed."""
-    # no -rdc: everything the kernel calls is in this source
-    options = ProgramOptions(arch=arch, name=name, include_path=include_path)
+    options = ProgramOptions(arch=arch, name=name, include_path=include_path)  # no -rdc: no linker
     return Program(source, "c++", options).compile("cubin", logs=logs)
 
 
@@ -323,7 +319,6 @@ CUPY_DEFAULT_TRANSFORM = "const float t = x * x + 3.0f * x - 1.0f; y = t > 0.0f 
 def benchmark(tools, plugins: list[Plugin], gpu, library_ptx: ObjectCode) -> None:
     """[4] Each plug-in's PTX, LTO, whole-program and half-LTO kernels, timed against CuPy and a
     device-to-device copy (the most a kernel moving these bytes can do), each output verified."""
-    import jitlto_gpu
 
     print("\n[4] Benchmark")
     rows, grid = [], grid_size(gpu.d_out.size, gpu.max_grid)
