@@ -1,13 +1,8 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Copyright (c) 2026, the jitLtoLinking authors
-"""Helpers any CUDA Python sample can share.
-
-A superset of the `cuda_samples_utils.py` that NVIDIA's Python samples share
-(`check_cuda_requirements`, `verify_array_result`, `print_gpu_info`), with: the driver
-and devices checked (cuda.core `Device`), a large random input drawn on every core,
-copies between host and GPU through pinned memory, a float32 array checked element by
-element in bounded host memory, launches timed with CUDA events, and plain tables.
-"""
+"""Helpers any CUDA Python sample can share: NVIDIA's check_cuda_requirements, verify_array_result
+and print_gpu_info, same behaviour; the driver and devices checked; work on every core, through
+pinned memory to and from the GPU; float32 arrays checked element by element; timing; tables."""
 
 from __future__ import annotations
 
@@ -27,9 +22,7 @@ from cuda.core import Device, EventOptions
 # Errors that carry exit codes (usage 2, waived 77): defined with the run, standard library only.
 from jitlto_run import EXIT_WAIVED, SampleError, UsageError, WaivedError, say  # noqa: F401
 
-# ---------------------------------------------------------------------------
-# NVIDIA's shared helpers, with the same behaviour
-# ---------------------------------------------------------------------------
+# ==== NVIDIA's shared helpers, with the same behaviour ========================
 
 
 def check_cuda_requirements() -> bool:
@@ -46,8 +39,7 @@ def check_cuda_requirements() -> bool:
 
 
 def verify_array_result(result, expected, rtol=1e-5, atol=1e-8, verbose: bool = True) -> bool:
-    """Whether two NumPy (or two CuPy) arrays match within tolerance; prints PASSED, or FAILED and
-    the max error."""
+    """Whether two NumPy (or two CuPy) arrays match within tolerance; prints PASSED or FAILED."""
     xp = np if isinstance(result, np.ndarray) else sys.modules.get("cupy")
     if xp is None or not (isinstance(result, xp.ndarray) and isinstance(expected, xp.ndarray)):
         raise TypeError("verify_array_result expects both arrays to be numpy.ndarray or both "
@@ -68,9 +60,7 @@ def print_gpu_info(device) -> None:
     print(f"Compute Capability: {capability.major}.{capability.minor}")
 
 
-# ---------------------------------------------------------------------------
-# Driver and devices
-# ---------------------------------------------------------------------------
+# ==== Driver and devices ======================================================
 
 
 def list_devices() -> tuple:
@@ -128,53 +118,36 @@ def import_cupy():
     return cupy
 
 
-# ---------------------------------------------------------------------------
-# Host work on every core, and copies between host and GPU
-# ---------------------------------------------------------------------------
+# ==== Host work on every core, and copies between host and GPU ================
 
 INPUT_BLOCK = 1 << 22  # elements drawn by one child generator; fixed, so the input never changes
 
 
-def cores() -> int:
-    """Threads for host-side NumPy work: one per core, since NumPy releases the GIL in its loops."""
-    return max(1, os.cpu_count() or 1)
-
-
-def chunk_ranges(total: int, chunk: int):
-    """(start, stop) pairs that cover range(total) in steps of `chunk`."""
-    return [(start, min(start + chunk, total)) for start in range(0, total, chunk)]
-
-
-def progress(label: str, total: int, every_s: float = 3.0):
-    """A function done(count) that prints '    label: done of total (pct)' every few seconds of a
-    long phase, and once more at the end if it printed before; short phases print nothing."""
-    last = [time.perf_counter(), False]  # when it last printed, and whether it ever did
-
-    def done(count: int) -> None:
-        if time.perf_counter() - last[0] >= every_s or (last[1] and count >= total):
-            last[:] = time.perf_counter(), True
-            print(f"    {label}: {count:,} of {total:,} elements ({100 * count / total:.0f}%)")
-
-    return done
+def on_every_core(work, total: int, piece: int, label: str = "") -> list:
+    """[work(start, stop) for each piece of range(total)], on a thread per core (NumPy releases the
+    GIL in its loops); with a label, progress every few seconds of a long run, and at its end."""
+    starts = range(0, total, piece)
+    stops = [min(start + piece, total) for start in starts]
+    results, last, printed = [], time.perf_counter(), False
+    with concurrent.futures.ThreadPoolExecutor(os.cpu_count() or 1) as pool:
+        for stop, result in zip(stops, pool.map(work, starts, stops)):
+            results.append(result)  # in order; raises what a piece raised
+            if label and (time.perf_counter() - last >= 3.0 or (printed and stop >= total)):
+                last, printed = time.perf_counter(), True
+                print(f"    {label}: {stop:,} of {total:,} elements ({100 * stop / total:.0f}%)")
+    return results
 
 
 def standard_normal_float32(count: int, seed: int = 0) -> np.ndarray:
-    """count standard-normal float32 values from default_rng(seed), drawn on every core: block k
-    of INPUT_BLOCK elements by child k of default_rng(seed) (Generator.spawn, made for parallel
-    streams), so the values depend only on seed and count, not on how many threads drew them."""
+    """count standard-normal float32 values drawn on every core: block k of INPUT_BLOCK elements by
+    child k of default_rng(seed).spawn(), so they depend on seed and count, not on the threads."""
     values = np.empty(count, dtype=np.float32)
-    blocks = chunk_ranges(count, INPUT_BLOCK)
-    children = np.random.default_rng(seed).spawn(len(blocks))
-    done = progress("input", count)
+    children = np.random.default_rng(seed).spawn(len(range(0, count, INPUT_BLOCK)))
 
-    def draw(k: int) -> int:
-        start, stop = blocks[k]
-        children[k].standard_normal(out=values[start:stop], dtype=np.float32)
-        return stop
+    def draw(start: int, stop: int) -> None:
+        children[start // INPUT_BLOCK].standard_normal(out=values[start:stop], dtype=np.float32)
 
-    with concurrent.futures.ThreadPoolExecutor(cores()) as pool:
-        for stop in pool.map(draw, range(len(blocks))):
-            done(stop)
+    on_every_core(draw, count, INPUT_BLOCK, "input")
     return values
 
 
@@ -183,8 +156,7 @@ PINNED = threading.local()  # each thread's page-locked host buffer, reused from
 
 def pinned(count: int) -> np.ndarray:
     """This thread's pinned (page-locked) float32 buffer of `count` elements: copies between it and
-    the GPU run at the bus's full speed; from pageable memory they go through a small buffer of
-    the driver's at a fraction of it."""
+    the GPU run at the bus's full speed, not through a small buffer of the driver's."""
     buffer = getattr(PINNED, "buffer", None)
     if buffer is None or buffer.size < count:
         memory = sys.modules["cupy"].cuda.alloc_pinned_memory(4 * count)  # from CuPy's pinned pool
@@ -196,8 +168,7 @@ def fill_on_every_core(function, host: np.ndarray, out, piece: int = 1 << 22) ->
     """out[i] = function(host[i]) for every i, piece by piece on every core; `out` a NumPy array, or
     a CuPy one that each piece is copied up to as it is done."""
 
-    def fill(span: tuple[int, int]) -> None:
-        start, stop = span
+    def fill(start: int, stop: int) -> None:
         if isinstance(out, np.ndarray):
             out[start:stop] = function(host[start:stop])
             return
@@ -206,13 +177,10 @@ def fill_on_every_core(function, host: np.ndarray, out, piece: int = 1 << 22) ->
         out[start:stop].set(staged)
         sys.modules["cupy"].cuda.get_current_stream().synchronize()  # before the buffer is reused
 
-    with concurrent.futures.ThreadPoolExecutor(cores()) as pool:
-        list(pool.map(fill, chunk_ranges(host.size, piece)))  # list() raises what a piece raised
+    on_every_core(fill, host.size, piece)
 
 
-# ---------------------------------------------------------------------------
-# Checking every element
-# ---------------------------------------------------------------------------
+# ==== Checking every element ==================================================
 
 # A quiet NaN with a payload no arithmetic makes: an element that still holds it after a launch
 # was never written (fill the output with it first).
@@ -247,59 +215,50 @@ class Verification:
         return {**asdict(self), "ok": self.ok}
 
 
-def compare(got: np.ndarray, want: np.ndarray, method: str, rtol=1e-5, atol=1e-5) -> Verification:
-    """Check float32 `got` against `want` element by element: |got - want| <= atol + rtol*|want|.
+def compare(got: np.ndarray, want: np.ndarray, method: str, rtol, atol, first: int) -> Verification:
+    """Check float32 `got`, elements first on, against `want`: |got - want| <= atol + rtol*|want|.
     NaN in both is a match (a plug-in may return NaN); NaN in one only, or POISON_BITS, is wrong."""
     with np.errstate(invalid="ignore"):
         error = np.abs(got - want)
     result = Verification(method, checked=got.size, rtol=rtol, atol=atol)
-    bad = ~(error <= atol + rtol * np.abs(want))  # NaN is never <=: poison and NaNs land here
-    suspects = np.flatnonzero(bad)  # a closer look at the few that failed
+    passed = error <= atol + rtol * np.abs(want)  # NaN is never <=: poison and NaNs fail here
+    suspects = np.flatnonzero(~passed)  # a closer look at the few that failed
     g, w = got[suspects], want[suspects]
     unwritten = (g.view(np.uint32) == POISON_BITS) | (w.view(np.uint32) == POISON_BITS)
     wrong = suspects[~(np.isnan(g) & np.isnan(w) & ~unwritten)]
     result.bad, result.unwritten = int(wrong.size), int(np.count_nonzero(unwritten))
-    result.first_bad = int(wrong[0]) if wrong.size else None
+    result.first_bad = first + int(wrong[0]) if wrong.size else None
     result.max_error = float(np.max(error, where=np.isfinite(error), initial=0.0))
     return result
 
 
 def verify(device_out, expected, method: str, rtol=1e-5, atol=1e-5, piece=1 << 22) -> Verification:
-    """Check a float32 device (CuPy) or host array against expected(start, stop), a NumPy array of
-    the values expected there, piece by piece on every core: host memory stays a few pieces per
-    core, whatever the array's size."""
+    """Check a float32 device (CuPy) or host array against expected(start, stop), the NumPy values
+    expected there, piece by piece on every core: host memory stays a few pieces per core."""
 
     def fetch(start: int, stop: int) -> np.ndarray:
         got = device_out[start:stop]
         return got.copy() if isinstance(got, np.ndarray) else got.get(out=pinned(stop - start))
 
-    def check(span: tuple[int, int]) -> Verification:
-        start, stop = span
+    def check(start: int, stop: int) -> Verification:
         got, want = fetch(start, stop), expected(start, stop)
         error = np.abs(np.subtract(got, want, out=got), out=got)  # in place: few passes over memory
         largest = float(error.max())  # NaN if any element is NaN (poison included)
         if largest <= atol:  # every limit is at least atol, so every element passes
             return Verification(method, stop - start, max_error=largest, rtol=rtol, atol=atol)
-        return compare(fetch(start, stop), want, method, rtol, atol)  # a closer look
+        return compare(fetch(start, stop), want, method, rtol, atol, start)  # a closer look
 
-    total = Verification(method, rtol=rtol, atol=atol)
-    spans = chunk_ranges(device_out.size, piece)
-    done = progress("verify", device_out.size)
-    with concurrent.futures.ThreadPoolExecutor(min(cores(), len(spans) or 1)) as pool:
-        for (start, _), part in zip(spans, pool.map(check, spans)):  # in order: the first bad
-            total.checked += part.checked
-            total.bad += part.bad
-            total.unwritten += part.unwritten
-            if total.first_bad is None and part.first_bad is not None:
-                total.first_bad = start + part.first_bad
-            total.max_error = max(total.max_error, part.max_error)
-            done(total.checked)
-    return total
+    parts = on_every_core(check, device_out.size, piece, "verify")
+    first_bad = [part.first_bad for part in parts if part.first_bad is not None]  # in order
+    return Verification(method, checked=sum(part.checked for part in parts),
+                        bad=sum(part.bad for part in parts),
+                        unwritten=sum(part.unwritten for part in parts),
+                        first_bad=first_bad[0] if first_bad else None,
+                        max_error=max([0.0, *(part.max_error for part in parts)]),
+                        rtol=rtol, atol=atol)
 
 
-# ---------------------------------------------------------------------------
-# Timing, and tables
-# ---------------------------------------------------------------------------
+# ==== Timing, and tables ======================================================
 
 
 def median_time_ms(stream, launch, warmup: int = 5, repeats: int = 25) -> float:
@@ -324,9 +283,8 @@ def print_table(headers: list[str], rows: list[list]) -> None:
     """Print rows under headers, columns right-aligned except the first; None prints as '-'."""
     cells = [headers] + [["-" if v is None else str(v) for v in row] for row in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    for n, row in enumerate(cells):
+    cells.insert(1, ["-" * width for width in widths])  # the rule under the headers
+    for row in cells:
         line = "  ".join(cell.ljust(width) if i == 0 else cell.rjust(width)
                          for i, (cell, width) in enumerate(zip(row, widths)))
         print("  " + line.rstrip())
-        if n == 0:
-            print("  " + "  ".join("-" * width for width in widths))

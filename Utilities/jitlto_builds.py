@@ -1,14 +1,13 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Copyright (c) 2026, the jitLtoLinking authors
-"""Around each compile and link of the lesson: timed, kept in --cache-dir, recorded, and a failure
-explained in the user's terms. `Toolchain.compile(step, plugin)` and `Toolchain.link(step, kind,
-plugin, *inputs)` call the script's step functions as they are written: no step is ever replaced
-by something of the sample's own, and a cache entry is the bytes a step made."""
+"""Around each compile and link of the lesson: timed, kept in --cache-dir, recorded, a failure
+explained. The script's step functions run as written; a cache entry is the bytes a step made."""
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import inspect
 import io
 import os
 import stat
@@ -87,14 +86,12 @@ class Toolchain:
         self.emit = Path(emit_dir) if emit_dir else None
         self.made: dict[int, dict] = {}  # each compile's record, until a build that uses it
         self.builds: list[Build] = record.builds
-        self.library_from, self.shipped_library = library, None  # --library FILE, read and checked
-        if library:
-            self.shipped_library = ObjectCode.from_ltoir(check_library(library, arch), name=library)
-        record.data.update(arch=arch, versions={
-            "python": sys.version.split()[0], **self.versions, "driver_cuda": driver_version(),
-            **{name: getattr(sys.modules.get(module), "__version__", None) for name, module in (
-                ("numpy", "numpy"), ("cupy", "cupy"), ("cuda_core", "cuda.core"),
-                ("cuda_bindings", "cuda.bindings"))}})
+        self.library_from = library  # --library FILE, read and checked
+        self.shipped_library = check_library(library, arch) if library else None
+        loaded = {module.replace(".", "_"): getattr(sys.modules.get(module), "__version__", None)
+                  for module in ("numpy", "cupy", "cuda.core", "cuda.bindings")}
+        record.data.update(arch=arch, versions={"python": sys.version.split()[0], **self.versions,
+                                                "driver_cuda": driver_version(), **loaded})
 
     @classmethod
     def for_run(cls, args, gpu, record) -> Toolchain:
@@ -124,15 +121,15 @@ class Toolchain:
                 cache = {"cache": "off", "compiler": "numba-cuda"}
             else:
                 include_path = cuda_headers() if plugin.path else None
-                files = plugin.headers and [part for path in plugin.headers
-                                            for part in (str(path), path.read_bytes())]
-                key = self.cache is not None and files is not None and digest(  # None: #include X
-                    source_of(step), plugin.source, plugin.nvrtc_name, self.arch,
-                    str(include_path), self.versions["nvrtc"], *files)
+                # plugin.headers: the files it #includes, None where one is named through a macro
+                key = self.cache is not None and plugin.headers is not None and cache_key(
+                    step, plugin.source, plugin.nvrtc_name, self.arch, str(include_path),
+                    self.versions["nvrtc"],
+                    *(part for path in plugin.headers for part in (str(path), path.read_bytes())))
                 code, cache = self.cached(key, LOADERS[target], plugin.nvrtc_name, lambda: step(
                     plugin.source, self.arch, plugin.nvrtc_name, include_path, logs),
                     lambda log: compile_error(log, plugin.name))
-                if files is None and self.cache is not None:
+                if self.cache is not None and plugin.headers is None:
                     cache["note"] = "not cached: it #includes a file through a macro"
         self.made[id(code)] = {"module": plugin.name, "target": target,
                                "ms": (time.perf_counter() - start) * 1e3, **cache,
@@ -144,15 +141,15 @@ class Toolchain:
     def link(self, step, kind: str, plugin, *inputs: ObjectCode) -> Build:
         """The build of `kind` for `plugin`: `inputs` linked by `step` (link_ptx or link_lto)."""
         build = self.new_build(kind, plugin, inputs)
-        key = self.cache is not None and digest(
-            source_of(step), self.arch, self.versions["nvjitlink"],
+        key = self.cache is not None and cache_key(
+            step, self.arch, self.versions["nvjitlink"],
             *(part for code in inputs for part in (code.code_type, bytes(code.code))))
         with self.record.phase("link"):
             start = time.perf_counter()
             build.code, cache = self.cached(key, ObjectCode.from_cubin, build.label, lambda: step(
                 self.arch, *inputs), lambda log: link_error(log, plugin.name))
             build.link_ms = (time.perf_counter() - start) * 1e3
-        build.link_cache = cache if self.cache is not None else None
+        build.link_cache = cache if key else None
         return build
 
     def new_build(self, kind: str, plugin, inputs=(), code=None) -> Build:
@@ -160,16 +157,16 @@ class Toolchain:
         label = f"{kind} {plugin.name}" if self.several_plugins else kind
         build = Build(label, plugin.name, code, list(inputs),
                       [self.made.pop(id(c)) for c in inputs if id(c) in self.made])
-        if self.shipped_library is not None and self.shipped_library in inputs:
+        if self.shipped_library in inputs:
             build.library_from = self.library_from
         self.builds.append(build)
         return build
 
     def cached(self, key, load, name: str, make, explain):
-        """make() (a compile or a link), or the code --cache-dir kept under key; and what the cache
-        did. A failure of NVRTC or nvJitLink becomes explain(their log)."""
+        """make() (a compile or a link), or what --cache-dir kept under `key`, and what the cache
+        did; a failure of NVRTC or nvJitLink becomes explain(their log)."""
         start, record = time.perf_counter(), {"cache": "off"}
-        if self.cache is not None and key:
+        if key:
             try:
                 entry = self.cache[key]  # the ms it took to build, then the code as it was made
                 saved_ms = struct.unpack("<d", entry[:8])[0] - (time.perf_counter() - start) * 1e3
@@ -185,11 +182,10 @@ class Toolchain:
             if not type(exc).__module__.startswith("cuda."):  # not NVRTC's or nvJitLink's: a bug
                 raise
             raise explain(clean(str(exc))) from None
-        if record["cache"] == "miss":
-            ms, data = (time.perf_counter() - start) * 1e3, code.code
+        if key:
+            ms = (time.perf_counter() - start) * 1e3
             try:
-                self.cache[key] = struct.pack("<d", ms) + (data.encode() if isinstance(data, str)
-                                                           else bytes(data))
+                self.cache[key] = struct.pack("<d", ms) + bytes(code.code)
             except IsADirectoryError:
                 record["note"] = "a damaged entry (a directory in its place) could not be " \
                                  "replaced; remove it"
@@ -217,20 +213,13 @@ class Toolchain:
         return build
 
 
-def digest(*parts) -> bytes:
-    """One SHA-256 over every part (text or bytes), each part delimited by its length."""
+def cache_key(step, *parts) -> bytes:
+    """One SHA-256 over the step's own code (options and all) and each part, length-delimited."""
     sha = hashlib.sha256()
-    for part in parts:
+    for part in (inspect.getsource(step), *parts):
         data = part.encode("utf-8", "surrogateescape") if isinstance(part, str) else part
         sha.update(len(data).to_bytes(8, "little") + data)
     return sha.digest()
-
-
-def source_of(step) -> str:
-    """A step function's own code, options and all: part of the key of what it made."""
-    import inspect  # only --cache-dir needs it
-
-    return inspect.getsource(step)
 
 
 @functools.cache
@@ -262,37 +251,32 @@ sys.stdout.write(Linker(library, plugin, options=options).link("ptx").code.decod
 """
 
 
-def check_library(path: str, arch: str) -> bytes:
-    """--library FILE's bytes, once the file has linked with a trial plug-in in a child process
-    (nvJitLink can crash on a damaged file); else an error that says what is wrong with it."""
+def check_library(path: str, arch: str) -> ObjectCode:
+    """--library FILE, once it linked with a trial plug-in in a child process (nvJitLink can crash
+    on a damaged file); else an error that says what is wrong with it."""
     child = subprocess.run([sys.executable, "-c", TRIAL_LINK, path, arch], capture_output=True,
                            text=True, errors="replace")
     log = clean(child.stderr.split("Error:", 1)[-1])
     if child.returncode == 0 and ".entry apply_transform" in child.stdout:
-        return Path(path).read_bytes()
+        return ObjectCode.from_ltoir(Path(path).read_bytes(), name=path)
     if "arch newer than target" in log:
         raise link_error(log, "library.cu")
-    why = (f"nvJitLink cannot read it: {log.splitlines()[-1] if log else 'it crashed'}"
-           if child.returncode != 0 and "multiply defined" not in log else
-           "it does not define apply_transform (a plug-in's LTO-IR, perhaps)")
+    if child.returncode == 0 or "multiply defined" in log:  # it linked, or defines user_transform
+        why = "it does not define apply_transform (a plug-in's LTO-IR, perhaps)"
+    else:
+        why = f"nvJitLink cannot read it: {log.splitlines()[-1] if log else 'it crashed'}"
     raise UsageError(f"--library {path}: is not the library's LTO-IR ({why}); give the "
                      "library.ltoir that --compile-only --arch sm_XX --emit DIR writes")
 
 
-# ---------------------------------------------------------------------------
-# --cache-dir: cuda.core's file cache, each entry checked before it is used
-# ---------------------------------------------------------------------------
-
-
 def open_cache(folder: Path):
-    """The cache in `folder`, made private to this user if new; UsageError where another user could
+    """--cache-dir: the cache in `folder`, made private if new; UsageError where another user could
     change what it holds, and so the code the sample runs."""
     from cuda.core.utils import FileStreamProgramCache  # loaded only when --cache-dir asks
 
     class CheckedCache(FileStreamProgramCache):
-        """cuda.core's FileStreamProgramCache, each entry stored after a digest of its key and
-        bytes, and read only from a regular file: one that was truncated, altered, swapped or
-        replaced by anything else raises OSError (built again), never returns."""
+        """cuda.core's file cache, each entry stored after a digest of its key and bytes and read
+        only from a regular file: a damaged or swapped entry raises OSError, never returns."""
 
         def __setitem__(self, key: bytes, data: bytes) -> None:
             super().__setitem__(key, hashlib.sha256(key + data).digest() + data)
@@ -339,10 +323,12 @@ def swap_line(build, builds: list, library_source: str, shipped: str | None) -> 
     digest, whatever a file is named) became LTO-IR in the run."""
     compiled = ", ".join(r["module"] for r in build.compiles if r["cache"] != "hit") or "nothing"
     mine = hashlib.sha256(library_source.encode()).hexdigest()
-    count = sum(r.get("source_sha256") == mine and r["target"] == "ltoir" and r["cache"] != "hit"
+    count = sum(r["source_sha256"] == mine and r["target"] == "ltoir" and r["cache"] != "hit"
                 for b in builds for r in b.compiles)
-    library = (f"library.cu not compiled in this run (its LTO-IR: {shipped})" if shipped else
-               "library.cu to LTO-IR " + {0: "not at all (cache hit)", 1: "once"}.get(
-                   count, f"{count} times") + " in this run")
+    if shipped:
+        library = f"library.cu not compiled in this run (its LTO-IR: {shipped})"
+    else:
+        times = {0: "not at all (cache hit)", 1: "once"}.get(count, f"{count} times")
+        library = f"library.cu to LTO-IR {times} in this run"
     return (f"  [{build.label}] library LTO-IR reused from step [2], not compiled again: "
             f"NVRTC compiled {compiled} in this step; {library}")

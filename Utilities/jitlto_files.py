@@ -1,9 +1,8 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Copyright (c) 2026, the jitLtoLinking authors
-"""What a run reads and writes: the command line, the plug-ins (and the headers they include),
---library, --json and --emit. All of it is checked, and every path made absolute, before anything
-is built: a bad value is one line and exit 2. Outputs never replace what the run did not write:
---emit fills a new or empty folder, and --json replaces only the record of an earlier run."""
+"""What a run reads: the command line, the plug-ins (and the headers they include) and --library,
+all checked and every path made absolute before anything is built (a bad value is one line and
+exit 2); and what NVRTC and nvJitLink say when they fail, in the user's terms."""
 
 from __future__ import annotations
 
@@ -271,12 +270,12 @@ def parse_args(argv, default_plugin: Plugin, contract: str) -> Namespace:
     except UsageError as exc:
         parser.error(f"--plugin {exc}")
     args.plugins = args.plugins or [default_plugin]
-    python = [p for p in args.plugins if p.is_python]
+    python = next((p for p in args.plugins if p.is_python), None)
     if python:
         import jitlto_python  # numba-cuda loads in a second; only Python plug-ins need it
 
         if jitlto_python.PROBLEM:
-            parser.error(f"--plugin {python[0].path}: {jitlto_python.PROBLEM}")
+            parser.error(f"--plugin {python.path}: {jitlto_python.PROBLEM}")
     try:
         args.library_ltoir = read_library(Path(args.library)) if args.library else None
     except UsageError as exc:
@@ -284,9 +283,7 @@ def parse_args(argv, default_plugin: Plugin, contract: str) -> Namespace:
     return args
 
 
-# ---------------------------------------------------------------------------
-# What NVRTC and nvJitLink say when something fails, in the user's terms
-# ---------------------------------------------------------------------------
+# ==== What NVRTC and nvJitLink say when something fails, in the user's terms ====
 
 
 def clean(text: str) -> str:
@@ -297,7 +294,7 @@ def clean(text: str) -> str:
 
 def compile_error(text: str, name: str) -> SampleError:
     """A failed NVRTC compile: its log (file and line), and a hint where one helps."""
-    log = text.split("compilation log:", 1)[-1].strip() if "compilation log:" in text else text
+    log = text.split("compilation log:", 1)[-1].strip()
     lines = [f"NVRTC could not compile {name}:", log]
     if re.search(r'cannot open source file "(cmath|math\.h|cstdlib|algorithm|limits)"', log):
         lines.append("hint: CUDA's math functions (sinf, expf, fmaxf, ...) are built in and need "

@@ -1,13 +1,8 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Copyright (c) 2026, the jitLtoLinking authors
-"""What a run finds out about each build: its report, read off the cubin; and on the GPU (the
-device, one stream that cuda.core and CuPy share, the arrays) its output checked against what it
-must hold, and --benchmark's timings and tables.
-
-The output is filled with a NaN no arithmetic makes before every launch, so an element the kernel
-misses fails. Leaving `open_gpu` syncs and closes the stream, restores CuPy's current stream and
-gives every block back to the driver.
-"""
+"""What a run finds out about each build: its report, read off the cubin; on the GPU (the device,
+one stream that cuda.core and CuPy share, the arrays) its output checked against what it must hold;
+and --benchmark's timings and tables."""
 
 from __future__ import annotations
 
@@ -18,6 +13,7 @@ import re
 import shutil
 import struct
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 
 import cuda_samples_utils as utils
@@ -33,9 +29,7 @@ CHECKED_BY = {"reference": "verified against NumPy reference",
               "cross-check": "cross-checked against the ptx build: they match"}
 
 
-# Host bytes a reference may keep to serve several builds; a larger one is computed again for each
-# build, piece by piece, so host memory stays near the input's size.
-REFERENCE_BUDGET = 256 << 20
+REFERENCE_BUDGET = 256 << 20  # host bytes a reference may keep, to serve several builds
 
 
 @dataclass
@@ -61,22 +55,20 @@ class Gpu:
         view.fill(struct.pack("<I", utils.POISON_BITS), stream=self.stream)
 
     def expected(self, plugin, fill):
-        """What d_out must hold, as expected(start, stop): the plug-in's reference of the input
-        (computed once on every core, where it fits the budget), or, for a plug-in without one,
-        what fill(d_expected) writes there (the PTX build's output)."""
+        """What d_out must hold, as expected(start, stop): the plug-in's reference of the input, or
+        without one, what fill(d_expected) writes there (the PTX build's output)."""
         if plugin.checked_by == "cross-check":
             fill(self.d_expected)
             return lambda start, stop: self.d_expected[start:stop].get()
         x = self.host_input
-        if plugin.name not in self.references and 4 * x.size <= REFERENCE_BUDGET:
+        if 4 * x.size > REFERENCE_BUDGET:  # too large to keep: computed again, piece by piece
+            return lambda start, stop: plugin.reference(x[start:stop])
+        if plugin.name not in self.references:  # computed once, on every core
             with self.record.phase("reference"):
                 kept = np.empty_like(x)
                 utils.fill_on_every_core(plugin.reference, x, kept)
             self.references[plugin.name] = kept
-        kept = self.references.get(plugin.name)
-        if kept is not None:
-            return lambda start, stop: kept[start:stop]
-        return lambda start, stop: plugin.reference(x[start:stop])
+        return lambda start, stop: self.references[plugin.name][start:stop]
 
     def verify(self, label: str, expected, method: str) -> utils.Verification:
         """Check every element of d_out; print what was checked and found."""
@@ -91,8 +83,7 @@ class Gpu:
 
 @contextlib.contextmanager
 def open_gpu(device_index: int, elements: int, plugins: list, record):
-    """GPU `device_index`, checked, with a stream CuPy shares and the run's arrays (a third one
-    where a plug-in without a reference is cross-checked)."""
+    """A Gpu: device `device_index`, checked, with a stream CuPy shares, and the run's arrays."""
     with record.phase("device set-up"):
         device = utils.check_device_index(device_index, utils.list_devices())
         utils.print_gpu_info(device)
@@ -138,18 +129,15 @@ def open_gpu(device_index: int, elements: int, plugins: list, record):
             shutil.rmtree(os.environ.pop("CUPY_CACHE_DIR"), ignore_errors=True)
 
 
-# ---------------------------------------------------------------------------
-# Reading the cubin, and the report
-# ---------------------------------------------------------------------------
+# ==== Reading the cubin, and the report =======================================
 
 
 def read_cubin(cubin: bytes) -> tuple[list[str], dict[str, dict[str, int]], dict[str, int]]:
     """A cubin's functions, its call sites ({caller: {callee: count}}), and registers by function.
 
-    A call from one function to another stays in the cubin as a relocation (an entry the loader
-    fills in with the callee's address) in the caller's `.rel(a).text.<caller>` section. An inlined
-    callee that nobody calls any more is not in the symbol table at all. The `.nv.info` sections
-    hold, among other attributes, the registers the assembler gave each function.
+    A call stays in the cubin as a relocation (filled in by the loader with the callee's address)
+    in the caller's `.rel(a).text.<caller>` section; an inlined callee nobody calls any more is not
+    in the symbol table at all. `.nv.info` holds the registers the assembler gave each function.
     """
     try:
         elf = ELFFile(io.BytesIO(cubin))
@@ -172,8 +160,7 @@ def read_cubin(cubin: bytes) -> tuple[list[str], dict[str, dict[str, int]], dict
             for relocation in section.iter_relocations():
                 callee = symbols[relocation["r_info_sym"]].name
                 if callee in functions:
-                    calls.setdefault(caller, {})
-                    calls[caller][callee] = calls[caller].get(callee, 0) + 1
+                    calls.setdefault(caller, Counter())[callee] += 1
     return functions, calls, registers
 
 
@@ -199,8 +186,7 @@ def read_report(build) -> None:
 
 
 def report_lines(build) -> list[str]:
-    """The build's report: compile and link time, cubin size, registers, inlined or not; then
-    NVRTC's warnings, where the library came from, and what --cache-dir did."""
+    """The build's report line; then NVRTC's warnings, where the library came from, the caches."""
     tag = f"  [{build.label}]"
     if build.inlined:
         calls = "user_transform inlined (0 calls left)"
@@ -213,8 +199,8 @@ def report_lines(build) -> list[str]:
     lines = [f"{tag} {compiled}, {link}, cubin {build.cubin_bytes or 0:,} bytes, "
              f"{build.registers} registers, {calls}"]
     if build.library_from and build.kind != "swap":  # the swap's own line says it
-        shipped = build.library_from
-        lines.append(f"{tag} library.cu not compiled in this run: its LTO-IR is {shipped}")
+        lines.append(f"{tag} library.cu not compiled in this run: its LTO-IR is "
+                     f"{build.library_from}")
     for record in build.compiles:
         if record.get("warnings"):
             lines.append(f"{tag} NVRTC warned about {record['module']}:")
@@ -224,17 +210,15 @@ def report_lines(build) -> list[str]:
             note = f"; {record['note']}" if record.get("note") else ""
             lines.append(f"{tag} cache {record['cache']}: {record['module']} "
                          f"({record['ms']:.1f} ms{saved}){note}")
-    if build.link_cache:
-        saved = build.link_cache.get("saved_ms")
-        saved = "" if saved is None else f" (saved {saved:.1f} ms)"
-        note = f"; {build.link_cache['note']}" if build.link_cache.get("note") else ""
-        lines.append(f"{tag} link cache {build.link_cache['cache']}{saved}{note}")
+    cache = build.link_cache
+    if cache:
+        saved = "" if cache.get("saved_ms") is None else f" (saved {cache['saved_ms']:.1f} ms)"
+        note = f"; {cache['note']}" if cache.get("note") else ""
+        lines.append(f"{tag} link cache {cache['cache']}{saved}{note}")
     return lines
 
 
-# ---------------------------------------------------------------------------
-# --benchmark
-# ---------------------------------------------------------------------------
+# ==== --benchmark =============================================================
 
 WARMUP, REPEATS = 5, 25
 HEADERS = ["build", "compile ms", "link ms", "cubin bytes", "registers", "calls left",
@@ -263,8 +247,7 @@ class Row:
 
 
 def timed_row(gpu, plugin, expected, row: Row, launch) -> Row:
-    """The row with the median of REPEATS launches after WARMUP into a poisoned output, and what
-    the check of that output found (every timed launch wrote all of it)."""
+    """The row with the median of REPEATS launches into a poisoned output, that output checked."""
     with gpu.record.phase("benchmark"):
         gpu.poison(gpu.d_out)
         row.kernel_ms = utils.median_time_ms(gpu.stream, launch, warmup=WARMUP, repeats=REPEATS)
@@ -283,8 +266,7 @@ def build_row(gpu, plugin, expected, build, launch) -> Row:
 
 
 def cupy_row(gpu, plugin, expected, operation: str) -> Row:
-    """CuPy's ElementwiseKernel of the same formula: what a user would otherwise write. Its
-    'compile ms' is its first call, which compiles (or loads from CuPy's own cache)."""
+    """CuPy's ElementwiseKernel of the same formula: what a user would otherwise write."""
     import cupy as cp
 
     transform = cp.ElementwiseKernel("float32 x", "float32 y", operation, "cupy_transform")
@@ -333,9 +315,9 @@ def finish_table(gpu, rows: list[Row]) -> dict:
 def comparison(plugin: str, rows: list[Row]) -> dict:
     """One plug-in's builds side by side: what LTO gained, and what it cost."""
     mine = {row.build.removesuffix(f" {plugin}"): row for row in rows if row.plugin == plugin}
-    ptx, lto, none = mine["ptx"], mine["lto"], Row("")
+    ptx, lto, whole = mine["ptx"], mine["lto"], mine.get("whole program")
     return {"plugin": plugin, "ptx_ms": ptx.kernel_ms, "lto_ms": lto.kernel_ms,
-            "whole_program_ms": mine.get("whole program", none).kernel_ms or None,
+            "whole_program_ms": whole.kernel_ms if whole else None,
             "half_lto_ms": mine["half-LTO"].kernel_ms, "lto_speedup": ptx.kernel_ms / lto.kernel_ms,
             "registers_ptx": ptx.registers, "registers_lto": lto.registers,
             "ptx_cubin_bytes": ptx.cubin_bytes, "lto_cubin_bytes": lto.cubin_bytes,

@@ -1,8 +1,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Copyright (c) 2026, the jitLtoLinking authors
-"""The run around the lesson: one line and an exit code for whatever ends it, its clock, and the
---json record, written at the end of every run (failed or interrupted too), replacing a file only
-whole and only where it holds an earlier record. Python's standard library only, so that what goes
+"""The run around the lesson: one line and an exit code for whatever ends it, its clock, the
+--json record (written whatever ends the run) and --emit. Standard library only, so that what goes
 wrong while the packages load (one missing, Ctrl-C) can still be said."""
 
 from __future__ import annotations
@@ -87,9 +86,8 @@ class Record:
         return f"Wall time {total:.2f} s since start: {', '.join(parts)}"
 
     def write(self, exit_code: int) -> None:
-        """Write the record to --json; UsageError if it cannot be. Before --json is checked, only a
-        new file or an earlier record is written, as far as it can be: a run that fails early
-        leaves no earlier success."""
+        """Write the record to --json; UsageError if it cannot be. Before --json is checked, only
+        over nothing or an earlier record: a run that fails early leaves no earlier success."""
         path, self.json_path = self.json_path, None  # written once
         if path is None or not self.approved and (path == "-" or os.path.exists(path)
                                                   and not is_record(path)):
@@ -98,15 +96,14 @@ class Record:
         self.data["timings_s"] = {**self.seconds, "total": time.perf_counter() - self.started}
         try:
             write_text(path, json.dumps(self.data, indent=2, default=str) + "\n")
-        except (OSError, AttributeError) as exc:
-            reason = getattr(exc, "strerror", None) or "standard output is closed"
+        except (OSError, AttributeError) as exc:  # AttributeError: no standard output at all
             if self.approved:
+                reason = getattr(exc, "strerror", None) or "standard output is closed"
                 raise UsageError(f"--json {path}: cannot write there ({reason})") from None
 
 
 def write_text(path: str, text: str) -> None:
-    """Write text to path ('-': standard output): a device or a pipe as it is, a file whole
-    (written beside it, then renamed over it: never half a record)."""
+    """Write text to path ('-': standard output); a file whole, never half a record."""
     if path == "-":
         sys.__stdout__.write(text)
         sys.__stdout__.flush()
@@ -115,7 +112,7 @@ def write_text(path: str, text: str) -> None:
         os.set_blocking(fd, True)
         with open(fd, "w", encoding="utf-8") as file:
             file.write(text)
-    else:
+    else:  # written beside the file, then renamed over it
         folder, name = os.path.split(path)
         file = tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=folder, prefix=f".{name}.",
                                            delete=False)
@@ -139,8 +136,7 @@ def json_path_in(argv: list[str]) -> str | None:
 
 
 def interrupted(signum=None, frame=None) -> None:
-    """Ctrl-C at any moment of a run as a script: one line, the record, and exit 130 at once, so
-    that no finalizer runs half way and prints a traceback."""
+    """Ctrl-C in a script: one line, the record, and exit 130 at once (no finalizer half run)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     say("interrupted")
     with contextlib.suppress(SampleError):
@@ -158,9 +154,8 @@ def import_problem(missing: ImportError) -> str:
 
 @contextlib.contextmanager
 def startup(as_script: bool):
-    """Around the script's imports. As a script: Ctrl-C is `interrupted` from here on, a missing
-    package is one line, and standard output goes line by line (a pipe shows the run as it goes)
-    and says what it cannot encode."""
+    """Around a script's imports: Ctrl-C is `interrupted`, a missing package is one line, and
+    standard output goes line by line (a pipe shows the run as it goes)."""
     if as_script:
         signal.signal(signal.SIGINT, interrupted)
         if sys.stdout is not None:
@@ -175,8 +170,7 @@ def startup(as_script: bool):
 
 
 class Run:
-    """One run: its record, what it holds (the GPU session), and one line on standard error and an
-    exit code for whatever ends it."""
+    """One run: its record, what it holds (the GPU session), and how it ends (a line, a code)."""
 
     def __init__(self, argv: list[str] | None):
         self.record = Record(json_path_in(sys.argv[1:] if argv is None else argv))
@@ -207,8 +201,8 @@ class Run:
 
     def explain(self, error) -> bool:
         """Say what ended the run and set its exit code; False for a bug, which goes on up."""
-        if isinstance(error, SystemExit):  # argparse has said it
-            self.exit_code = error.code if isinstance(error.code, int) else EXIT_USAGE
+        if isinstance(error, SystemExit):  # argparse has said it: 0 after --help, else 2
+            self.exit_code = error.code
             return False
         if isinstance(error, OSError) and error.errno in STDOUT_ERRORS and not error.filename:
             with contextlib.suppress(OSError, ValueError):  # so that exit's last flush cannot fail
@@ -229,14 +223,11 @@ class Run:
         return True
 
 
-# ---------------------------------------------------------------------------
-# What a run writes, checked before anything is built: --json and --emit
-# ---------------------------------------------------------------------------
+# ==== What a run writes, checked before anything is built: --json and --emit ====
 
 
 def check_outputs(args, record) -> None:
-    """UsageError unless --json and --emit can be written and name none of the run's inputs; then
-    --emit is made, and the record will be written to --json."""
+    """UsageError unless --json and --emit can be written and are none of the run's inputs."""
     record.data["elements"] = args.elements
     if sys.stdout is None:
         raise (UsageError if args.json == "-" else SampleError)(
@@ -294,23 +285,22 @@ def make_emit_folder(folder: Path, plugins: list) -> None:
         if any(folder.iterdir()):
             raise UsageError(f"{where}: already holds files; give a new or empty folder (the run "
                              "writes only where nothing would be replaced)")
-        if not os.access(folder, os.W_OK | os.X_OK):
-            raise PermissionError(13, "Permission denied")
     except OSError as exc:
         raise UsageError(f"{where}: cannot write there ({exc.strerror or exc})") from None
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise UsageError(f"{where}: cannot write there (Permission denied)")
 
 
-def emit(folder: Path, name: str, data: bytes) -> None:
+def emit(path: Path, data: bytes) -> None:
     """Write one --emit file, never over an existing one (the folder was new or empty)."""
-    folder.mkdir(exist_ok=True)
-    with open(folder / name, "xb") as file:
+    path.parent.mkdir(exist_ok=True)
+    with open(path, "xb") as file:
         file.write(data)
 
 
 def emit_build(root: Path, build, arch: str) -> None:
-    """A build's files under --emit: its inputs (the library at the top, the plug-in in its folder,
-    each once), its cubin, and after LTO the PTX that LTO made of the two (linked once more, with
-    ptx=True, to read)."""
+    """A build's files under --emit: its inputs (each once), its cubin, and after LTO the PTX that
+    LTO made of the two (linked once more, with ptx=True, to read)."""
     from cuda.core import Linker, LinkerOptions
 
     stem, _, extension = build.plugin.rpartition(".")  # a folder name any locale can write:
@@ -318,13 +308,14 @@ def emit_build(root: Path, build, arch: str) -> None:
     folder = root / ("swap" if build.kind == "swap" else mine)
     name = build.kind.replace(" ", "-")
     if len(build.inputs) == 2:  # linked: the whole program was not
-        for where, code in zip((root / "library", folder / "plugin"), build.inputs):
-            if not where.with_suffix(f".{code.code_type}").exists():  # half-LTO shares both
-                emit(where.parent, f"{where.name}.{code.code_type}", as_bytes(code))
-    emit(folder, f"{name}.cubin", as_bytes(build.code))
+        for base, code in zip((root / "library", folder / "plugin"), build.inputs):
+            path = base.with_suffix(f".{code.code_type}")
+            if not path.exists():  # half-LTO shares both
+                emit(path, as_bytes(code))
+    emit(folder / f"{name}.cubin", as_bytes(build.code))
     if len(build.inputs) == 2 and all(code.code_type == "ltoir" for code in build.inputs):
         options = LinkerOptions(arch=arch, link_time_optimization=True, ptx=True)
-        emit(folder, f"{name}.ptx", as_bytes(Linker(*build.inputs, options=options).link("ptx")))
+        emit(folder / f"{name}.ptx", as_bytes(Linker(*build.inputs, options=options).link("ptx")))
 
 
 def as_bytes(code) -> bytes:
