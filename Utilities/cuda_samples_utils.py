@@ -157,6 +157,8 @@ PINNED = threading.local()  # each thread's page-locked host buffer, reused from
 def pinned(count: int) -> np.ndarray:
     """This thread's pinned (page-locked) float32 buffer of `count` elements: copies between it and
     the GPU run at the bus's full speed, not through a small buffer of the driver's."""
+    if count < 1 << 20:  # a small copy is quick either way, and pinning memory takes time
+        return np.empty(count, np.float32)
     buffer = getattr(PINNED, "buffer", None)
     if buffer is None or buffer.size < count:
         memory = sys.modules["cupy"].cuda.alloc_pinned_memory(4 * count)  # from CuPy's pinned pool
