@@ -276,8 +276,9 @@ def parse_args(argv, default_plugin: Plugin, contract: str) -> Namespace:
 
         if jitlto_python.PROBLEM:
             parser.error(f"--plugin {python.path}: {jitlto_python.PROBLEM}")
-    try:
-        args.library_ltoir = read_library(Path(args.library)) if args.library else None
+    try:  # its first bytes; nvJitLink tries the whole file before anything is built
+        if args.library:
+            read_library(Path(args.library))
     except UsageError as exc:
         parser.error(str(exc))
     return args

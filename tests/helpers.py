@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -60,6 +61,19 @@ def assert_clean_failure(result, code: int, *phrases: str) -> None:
         assert phrase in output, f"{phrase!r} not in:\n{output}"
 
 
+def interrupted_at(moment: str, *args: str):
+    """Run the sample, press Ctrl-C once it prints a line that starts with `moment`; the exit code
+    and standard error."""
+    process = subprocess.Popen([sys.executable, str(ROOT / "jitLtoLinking.py"), *args],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for line in process.stdout:  # the run says where it is, line by line
+        if line.startswith(moment):
+            break
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=300)
+    return process.returncode, err
+
+
 def make_tools(arch: str = ARCH, cache_dir=None, several_plugins: bool = False):
     """The sample's own Toolchain for a --compile-only run for `arch`, as main() makes it."""
     return Toolchain(arch, jitlto_run.Record(None), cache_dir, None, several_plugins)
@@ -78,6 +92,6 @@ def cuda_plugin(path: Path):
 
 
 __all__ = [
-    "ARCH", "EXAMPLES", "PLUGINS", "ROOT", "assert_clean_failure", "cuda_plugin", "lto_build", "make_tools",
+    "ARCH", "EXAMPLES", "interrupted_at", "PLUGINS", "ROOT", "assert_clean_failure", "cuda_plugin", "lto_build", "make_tools",
     "run_sample", "sample", "utils", "without_privileges",
 ]  # fmt: skip

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import EXAMPLES, PLUGINS, assert_clean_failure, make_tools, run_sample, sample, utils
+from helpers import EXAMPLES, PLUGINS, assert_clean_failure, interrupted_at, make_tools, run_sample, sample, utils
 
 pytestmark = pytest.mark.gpu
 
@@ -320,22 +320,10 @@ def test_a_warm_cached_run_links_nothing_and_verifies(tmp_path):
 
 @pytest.mark.parametrize("moment", ["Device:", "[2] LTO linking", "[4] Benchmark", "  build "])
 def test_ctrl_c_mid_run_is_one_line_and_exit_130(tmp_path, moment):
-    import signal
-    import subprocess
-    import sys
-
-    from helpers import ROOT
-
     path = tmp_path / "run.json"
-    process = subprocess.Popen([sys.executable, str(ROOT / "jitLtoLinking.py"), "--elements", str(2**28),
-                                "--benchmark", "--json", str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    for line in process.stdout:  # the run says where it is, line by line
-        if line.decode().startswith(moment):
-            break
-    process.send_signal(signal.SIGINT)
-    _, err = process.communicate(timeout=300)
-    assert process.returncode == 130, err
-    assert err.decode().strip().splitlines() == ["jitLtoLinking.py: interrupted"]
+    code, err = interrupted_at(moment, "--elements", str(2**28), "--benchmark", "--json", str(path))
+    assert code == 130, err
+    assert err.strip().splitlines() == ["jitLtoLinking.py: interrupted"]
     assert json.loads(path.read_text())["exit_code"] == 130
 
 

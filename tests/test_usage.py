@@ -17,7 +17,7 @@ import pytest
 from pathlib import Path
 
 import jitlto_files
-from helpers import ARCH, PLUGINS, ROOT, assert_clean_failure, run_sample, sample, utils, without_privileges
+from helpers import ARCH, PLUGINS, ROOT, assert_clean_failure, interrupted_at, run_sample, sample, utils, without_privileges
 
 
 def parse(*argv: str):
@@ -221,18 +221,9 @@ def test_a_closed_standard_output_ends_with_one_line_and_no_traceback():
 
 def test_ctrl_c_ends_with_exit_130_one_line_and_the_json_says_so(tmp_path):
     path = tmp_path / "run.json"
-    process = subprocess.Popen(
-        [sys.executable, str(ROOT / "jitLtoLinking.py"), "--compile-only", "--arch", ARCH, "--json", str(path)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    for line in process.stdout:  # wait until the LTO step has begun compiling
-        if line.startswith(b"[2] LTO linking"):
-            break
-    process.send_signal(signal.SIGINT)
-    _, err = process.communicate(timeout=300)
-    assert process.returncode == 130, err
-    assert err.decode().strip().splitlines() == ["jitLtoLinking.py: interrupted"]
+    code, err = interrupted_at("[2] LTO linking", "--compile-only", "--arch", ARCH, "--json", str(path))
+    assert code == 130, err
+    assert err.strip().splitlines() == ["jitLtoLinking.py: interrupted"]
     assert json.loads(path.read_text())["exit_code"] == 130
 
 
