@@ -110,7 +110,7 @@ class Toolchain:
     def compile(self, step, plugin) -> ObjectCode:
         """The plug-in (or the library) compiled by `step`, one of the script's compile_ steps."""
         target, logs, start = TARGETS[step.__name__], io.StringIO(), time.perf_counter()
-        with self.record.phase("compile"), warnings.catch_warnings():
+        with warnings.catch_warnings():
             # cuda.core warns that this driver could not load the PTX of a newer NVRTC: the sample
             # never gives it PTX, nvJitLink makes the cubin.
             warnings.filterwarnings("ignore", ".*driver version is older", RuntimeWarning)
@@ -144,11 +144,10 @@ class Toolchain:
         key = self.cache is not None and cache_key(
             step, self.arch, self.versions["nvjitlink"],
             *(part for code in inputs for part in (code.code_type, bytes(code.code))))
-        with self.record.phase("link"):
-            start = time.perf_counter()
-            build.code, cache = self.cached(key, ObjectCode.from_cubin, build.label, lambda: step(
-                self.arch, *inputs), lambda log: link_error(log, plugin.name))
-            build.link_ms = (time.perf_counter() - start) * 1e3
+        start = time.perf_counter()
+        build.code, cache = self.cached(key, ObjectCode.from_cubin, build.label, lambda: step(
+            self.arch, *inputs), lambda log: link_error(log, plugin.name))
+        build.link_ms = (time.perf_counter() - start) * 1e3
         build.link_cache = cache if key else None
         return build
 
@@ -205,11 +204,10 @@ class Toolchain:
 
     def report(self, build: Build, note: str | None = None) -> Build:
         """Read the report off the built code, print it, and --emit the build's files."""
-        with self.record.phase("report"):
-            read_report(build)
-            print("\n".join(report_lines(build) + ([note] if note else [])))
-            if self.emit:
-                emit_build(self.emit, build, self.arch)
+        read_report(build)
+        print("\n".join(report_lines(build) + ([note] if note else [])))
+        if self.emit:
+            emit_build(self.emit, build, self.arch)
         return build
 
 

@@ -42,7 +42,6 @@ class Gpu:
     d_in: object
     d_out: object
     d_expected: object  # a plug-in without a reference: the PTX build's output, to compare with
-    record: object
     references: dict = field(default_factory=dict)  # each plug-in's, if it fits the budget
 
     @property
@@ -64,16 +63,13 @@ class Gpu:
         if 4 * x.size > REFERENCE_BUDGET:  # too large to keep: computed again, piece by piece
             return lambda start, stop: plugin.reference(x[start:stop])
         if plugin.name not in self.references:  # computed once, on every core
-            with self.record.phase("reference"):
-                kept = np.empty_like(x)
-                utils.fill_on_every_core(plugin.reference, x, kept)
-            self.references[plugin.name] = kept
+            self.references[plugin.name] = np.empty_like(x)
+            utils.fill_on_every_core(plugin.reference, x, self.references[plugin.name])
         return lambda start, stop: self.references[plugin.name][start:stop]
 
     def verify(self, label: str, expected, method: str) -> utils.Verification:
         """Check every element of d_out; print what was checked and found."""
-        with self.record.phase("verify"):
-            check = utils.verify(self.d_out, expected, method)
+        check = utils.verify(self.d_out, expected, method)
         if check.ok:
             print(f"  [{label}] {check.describe()}\n  [{label}] result {CHECKED_BY[check.method]}")
         else:
@@ -84,38 +80,35 @@ class Gpu:
 @contextlib.contextmanager
 def open_gpu(device_index: int, elements: int, plugins: list, record):
     """A Gpu: device `device_index`, checked, with a stream CuPy shares, and the run's arrays."""
-    with record.phase("device set-up"):
-        device = utils.check_device_index(device_index, utils.list_devices())
-        utils.print_gpu_info(device)
-        private = "CUPY_CACHE_DIR" not in os.environ
-        cp = utils.import_cupy()
-        device.set_current()
-        free, total = cp.cuda.runtime.memGetInfo()
-        cross_check = any(plugin.checked_by == "cross-check" for plugin in plugins)
-        arrays = 3 if cross_check else 2
-        utils.check_free_memory(arrays * 4 * elements + (256 << 20), free,
-                                f"--elements {elements:,} ({arrays} float32 arrays)")
-        capability = device.compute_capability
-        record.data["device"] = {
-            "index": device_index, "name": device.name, "arch": f"sm_{device.arch}",
-            "compute_capability": f"{capability.major}.{capability.minor}",
-            "multiprocessors": device.properties.multiprocessor_count,
-            "memory_free_bytes": free, "memory_total_bytes": total}
-        stream = device.create_stream()
+    device = utils.check_device_index(device_index, utils.list_devices())
+    utils.print_gpu_info(device)
+    private = "CUPY_CACHE_DIR" not in os.environ
+    cp = utils.import_cupy()
+    device.set_current()
+    free, total = cp.cuda.runtime.memGetInfo()
+    cross_check = any(plugin.checked_by == "cross-check" for plugin in plugins)
+    arrays = 3 if cross_check else 2
+    utils.check_free_memory(arrays * 4 * elements + (256 << 20), free,
+                            f"--elements {elements:,} ({arrays} float32 arrays)")
+    capability = device.compute_capability
+    record.data["device"] = {
+        "index": device_index, "name": device.name, "arch": f"sm_{device.arch}",
+        "compute_capability": f"{capability.major}.{capability.minor}",
+        "multiprocessors": device.properties.multiprocessor_count,
+        "memory_free_bytes": free, "memory_total_bytes": total}
+    stream = device.create_stream()
     gpu = None
     try:
         # One stream, owned by cuda.core and shared with CuPy through the CUDA stream protocol;
         # `with` makes it CuPy's current stream, and puts the previous one back at the end.
         with cp.cuda.Stream.from_external(stream):
-            with record.phase("input"):
-                host_input = utils.standard_normal_float32(elements, seed=0)
+            host_input = utils.standard_normal_float32(elements, seed=0)
             # No local names for the arrays: the Gpu alone holds them, and gives them back.
             gpu = Gpu(device, stream, host_input, cp.empty(elements, dtype=cp.float32),
                       cp.empty(elements, dtype=cp.float32),
-                      cp.empty(elements, dtype=cp.float32) if cross_check else None, record)
+                      cp.empty(elements, dtype=cp.float32) if cross_check else None)
             del host_input
-            with record.phase("upload"):
-                utils.fill_on_every_core(lambda x: x, gpu.host_input, gpu.d_in)
+            utils.fill_on_every_core(lambda x: x, gpu.host_input, gpu.d_in)
             yield gpu
     finally:
         stream.sync()
@@ -248,12 +241,10 @@ class Row:
 
 def timed_row(gpu, plugin, expected, row: Row, launch) -> Row:
     """The row with the median of REPEATS launches into a poisoned output, that output checked."""
-    with gpu.record.phase("benchmark"):
-        gpu.poison(gpu.d_out)
-        row.kernel_ms = utils.median_time_ms(gpu.stream, launch, warmup=WARMUP, repeats=REPEATS)
+    gpu.poison(gpu.d_out)
+    row.kernel_ms = utils.median_time_ms(gpu.stream, launch, warmup=WARMUP, repeats=REPEATS)
     if expected is not None:
-        with gpu.record.phase("verify"):
-            check = utils.verify(gpu.d_out, expected, plugin.checked_by)
+        check = utils.verify(gpu.d_out, expected, plugin.checked_by)
         row.verified, row.failure = check.ok, None if check.ok else check.describe()
     return row
 

@@ -66,24 +66,11 @@ class Record:
         self.approved = False  # --json checked: writable, not an input, no file of the user's
         self.data: dict = {"sample": "jitLtoLinking", "elements": None, "builds": []}
         self.builds: list = []  # every build, as it is made (each has .summary())
-        now = time.perf_counter()
-        self.started = STARTED.pop() if STARTED else now
-        self.seconds = {"start-up": now - self.started}  # wall time by phase: first the imports
+        self.started = STARTED.pop() if STARTED else time.perf_counter()
 
-    @contextlib.contextmanager
-    def phase(self, name: str):
-        """Time the block as part of phase `name` (phases do not nest)."""
-        start = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - start
-
-    def clock_line(self) -> str:
-        total = time.perf_counter() - self.started
-        parts = [f"{name} {seconds:.2f} s" for name, seconds in self.seconds.items()]
-        parts.append(f"other {max(total - sum(self.seconds.values()), 0.0):.2f} s")
-        return f"Wall time {total:.2f} s since start: {', '.join(parts)}"
+    def seconds(self) -> float:
+        """Wall time since the run (or the script, for its first run) started."""
+        return time.perf_counter() - self.started
 
     def write(self, exit_code: int) -> None:
         """Write the record to --json; UsageError if it cannot be. Before --json is checked, only
@@ -93,7 +80,7 @@ class Record:
                                                   and not is_record(path)):
             return
         self.data.update(builds=[build.summary() for build in self.builds], exit_code=exit_code)
-        self.data["timings_s"] = {**self.seconds, "total": time.perf_counter() - self.started}
+        self.data["timings_s"] = {"total": self.seconds()}
         try:
             write_text(path, json.dumps(self.data, indent=2, default=str) + "\n")
         except (OSError, AttributeError) as exc:  # AttributeError: no standard output at all

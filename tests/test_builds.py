@@ -62,7 +62,6 @@ def test_with_several_plugins_the_library_compile_is_counted_once(capsys):
     first, second = (tools.find("lto", plugin) for plugin in plugins)
     assert [c["module"] for c in first.compiles] == ["library.cu", "default.cu"]
     assert [c["module"] for c in second.compiles] == ["polynomial.cu"]
-    assert first.compile_ms + second.compile_ms == pytest.approx(tools.record.seconds["compile"] * 1e3, rel=0.05)
 
 
 def test_a_plugin_named_like_the_library_does_not_count_as_the_library(capsys):

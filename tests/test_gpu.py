@@ -234,18 +234,14 @@ def test_more_than_2_to_the_32_elements_verify_in_bounded_host_memory():
     assert peak_bytes <= limit, f"peak host memory {peak_bytes:,} bytes, limit {limit:,}"
 
 
-def test_the_wall_time_line_adds_up_to_the_time_since_start():
+def test_the_wall_time_line_is_the_time_since_start():
+    start = time.perf_counter()
     result = run_sample("--elements", str(2**20))
+    elapsed = time.perf_counter() - start
     assert result.returncode == 0, result.stdout + result.stderr
     line = next(line for line in result.stdout.splitlines() if line.startswith("Wall time"))
-    total = float(line.split()[2])
-    parts = dict(
-        (name.strip(), float(seconds)) for name, seconds in re.findall(r"([a-z -]+) ([\d.]+) s", line.split(": ", 1)[1])
-    )
-    assert {"start-up", "device set-up", "input", "upload", "compile", "link", "report", "launch", "reference",
-            "verify"} <= set(parts)
-    assert abs(sum(parts.values()) - total) <= 0.05 * total + 0.02, line
-    assert parts["other"] <= 0.05 * total + 0.01, line
+    assert re.fullmatch(r"Wall time \d+\.\d\d s since start", line), line
+    assert 0.5 * elapsed <= float(line.split()[2]) <= elapsed, (line, elapsed)
 
 
 def test_a_multi_plugin_benchmark_verifies_every_build_with_one_json_row_per_plugin_and_build(tmp_path):

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Copyright (c) 2026, the jitLtoLinking authors
-"""Utilities/jitlto_run.py: one clock whose line adds up, and one line, an exit code and the record for what ends a run."""
+"""Utilities/jitlto_run.py: a clock, and one line, an exit code and the record for what ends a run."""
 
 from __future__ import annotations
 
@@ -13,17 +13,10 @@ import pytest
 from helpers import utils
 
 
-def test_the_clock_line_names_every_phase_and_adds_up():
+def test_the_clock_counts_from_the_start_of_the_run():
     record = jitlto_run.Record(None)
-    with record.phase("compile"):
-        time.sleep(0.05)
-    with record.phase("compile"):
-        time.sleep(0.02)
-    assert record.seconds["compile"] >= 0.07
-    line = record.clock_line()
-    total = float(line.split()[2])
-    parts = [float(s) for s in re.findall(r"([\d.]+) s", line.split(": ", 1)[1])]
-    assert abs(sum(parts) - total) <= 0.02 and "compile 0.0" in line and line.endswith(" s")
+    time.sleep(0.05)
+    assert 0.05 <= record.seconds() < 5
 
 
 def test_a_failure_inside_a_run_is_one_message_an_exit_code_and_a_json_record(tmp_path, capsys):
