@@ -14,18 +14,12 @@
 # ///
 """JIT linking and link-time optimization (LTO) with cuda.core.
 
-A GPU library compiles its kernel once; a user hands it a device function,
-`user_transform`, as a plug-in; the two are linked at run time. You will learn:
-
-* [1] PTX linking: two translation units compiled on their own by `Program`
-  (NVRTC) to relocatable PTX, then linked by `Linker` (nvJitLink);
-* [2] LTO: the same compiled to LTO-IR and linked with link-time optimization,
-  which inlines the plug-in into the kernel, as the built code shows;
-* [3] a plug-in swap: the library's LTO-IR linked again, not compiled again;
-* launching the linked kernel on a stream CuPy shares, and checking every element.
+A GPU library compiles its kernel once; a user hands it a device function, `user_transform`, as a
+plug-in; the two are linked at run time: [1] compiled on their own by `Program` (NVRTC) to
+relocatable PTX and linked by `Linker` (nvJitLink); [2] compiled to LTO-IR and linked with LTO,
+which inlines the plug-in into the kernel; [3] the library's LTO-IR linked again with another
+plug-in, not compiled again. Each kernel runs on a stream CuPy shares; every element is checked.
 """
-
-from __future__ import annotations
 
 import sys
 from dataclasses import replace
@@ -54,10 +48,9 @@ with jitlto_run.startup(as_script=__name__ == "__main__"):  # a package missing,
 
 # ==== Device code =============================================================
 
-# The library: its kernel calls user_transform(), which it declares but does
-# not define. Whatever plug-in is linked in supplies the definition. extern "C"
-# keeps the name as written (no C++ name mangling), so the two modules, and
-# the linker between them, agree on the symbol `user_transform`.
+# The library: its kernel calls user_transform(), which it declares but does not define: the
+# plug-in linked in supplies the definition. extern "C" keeps the name as written (no C++ name
+# mangling), so the two modules, and the linker between them, agree on `user_transform`.
 LIBRARY_SOURCE = r"""
 extern "C" __device__ float user_transform(float x);
 
@@ -100,10 +93,8 @@ extern "C" __global__ void apply_transform(const float* __restrict__ in,
 }
 """
 
-# The library's contract, put in front of every plug-in source before it is
-# compiled, as a header the library ships would be. With it, a plug-in that
-# defines user_transform with another signature is a compile error that names
-# user_transform; without it, LTO would link the mismatch silently.
+# The library's contract, put in front of every plug-in source as a header the library ships: a
+# user_transform of another signature is a compile error, where LTO would link it silently.
 PLUGIN_CONTRACT = 'extern "C" __device__ float user_transform(float x);\n'
 
 # The default plug-in: y = x*x + 3x - 1, clamped at zero.
@@ -145,9 +136,9 @@ SWAP_PLUGIN = Plugin.cuda("swap_plugin.cu", SWAP_PLUGIN_SOURCE, PLUGIN_CONTRACT,
 
 
 # ==== The lesson: compile, then link ==========================================
-# Each function is one cuda.core call with its options written out: copy one, with the import
-# line and the sources, and it runs. `name` is what NVRTC calls the source: a plug-in file's
-# path, so that its quoted #includes are found next to it; `include_path` holds CUDA's headers.
+# Each step is one cuda.core call with its options written out: copy one, with the import line
+# and the sources, and it runs. `name` is what NVRTC calls the source (a plug-in file's path, so
+# its quoted #includes are found next to it); `include_path` holds CUDA's headers.
 
 
 def compile_ptx(source: str, arch: str, name="library.cu", include_path=None, logs=None):
@@ -159,10 +150,10 @@ def compile_ptx(source: str, arch: str, name="library.cu", include_path=None, lo
     return Program(source, "c++", options).compile("ptx", logs=logs)
 
 
-def link_ptx(arch: str, library_ptx: ObjectCode, plugin_ptx: ObjectCode) -> ObjectCode:
-    """[1] nvJitLink turns each PTX module into machine code (ptxas), then links them:
-    user_transform stays a function that the kernel calls."""
-    return Linker(library_ptx, plugin_ptx, options=LinkerOptions(arch=arch)).link("cubin")
+def link_ptx(arch: str, *modules: ObjectCode) -> ObjectCode:
+    """[1] nvJitLink turns each PTX module (the library's, the plug-in's) into machine code
+    (ptxas), then links them: user_transform stays a function that the kernel calls."""
+    return Linker(*modules, options=LinkerOptions(arch=arch)).link("cubin")
 
 
 def compile_ltoir(source: str, arch: str, name="library.cu", include_path=None, logs=None):
@@ -174,24 +165,24 @@ def compile_ltoir(source: str, arch: str, name="library.cu", include_path=None, 
     return Program(source, "c++", options).compile("ltoir", logs=logs)
 
 
-def link_lto(arch: str, library_ltoir: ObjectCode, plugin_ltoir: ObjectCode) -> ObjectCode:
-    """[2] and [3] nvJitLink optimizes the LTO-IR modules as one program, inlining
-    user_transform into the kernel, then makes machine code."""
+def link_lto(arch: str, *modules: ObjectCode) -> ObjectCode:
+    """[2] and [3] nvJitLink optimizes the LTO-IR modules (the library's, the plug-in's) as one
+    program, inlining user_transform into the kernel, then makes machine code."""
     options = LinkerOptions(arch=arch, link_time_optimization=True)
-    return Linker(library_ltoir, plugin_ltoir, options=options).link("cubin")
+    return Linker(*modules, options=options).link("cubin")
 
 
 # ==== The steps: each plug-in compiled, linked, launched and checked ==========
-# tools.compile(compile_ptx, plugin) calls compile_ptx(plugin.source, arch, its file's name,
-# CUDA's headers, a log); tools.link(link_ptx, "ptx", plugin, a, b) calls link_ptx(arch, a, b), the
-# "ptx" build of plugin. Around each call, tools times it, caches it, explains a failure.
+# tools.compile(compile_ptx, plugin) calls compile_ptx(plugin.source, arch, its file's name, CUDA's
+# headers, a log); tools.link(link_ptx, "ptx", plugin, a, b) calls link_ptx(arch, a, b): the "ptx"
+# build of plugin. Around each call, tools times it, caches it, and explains a failure.
 
 
 def ptx_linking(tools, plugins: list[Plugin], gpu) -> ObjectCode | None:
     """[1] Library and plug-ins compiled to relocatable PTX, then linked; the library's PTX."""
     print("\n[1] PTX linking (no LTO)")
-    # Before it compiles to PTX, cuda.core asks the driver which PTX version it can load; LTO-IR
-    # needs no driver. So without one (--compile-only on a CPU machine) this step is skipped.
+    # cuda.core asks the driver which PTX version it can load before it compiles to PTX (LTO-IR
+    # needs no driver): without one (--compile-only on a CPU machine), this step is skipped.
     if utils.driver_version() is None:
         return tools.skip("ptx", "cuda.core asks the CUDA driver for its version before "
                           "compiling to PTX, and this machine has no driver")
@@ -233,16 +224,16 @@ def grid_size(elements: int, max_grid: int) -> int:
     return max(1, min(-(-vectors // BLOCK_SIZE), max_grid))
 
 
-def launch_transform(kernel, stream, d_in, d_out, grid: int) -> None:
+def launch_transform(kernel, stream, d_in, d_out, max_grid: int) -> None:
     """Launch apply_transform over every element of d_in into d_out, on `stream`."""
-    config = LaunchConfig(grid=grid, block=BLOCK_SIZE)
+    config = LaunchConfig(grid=grid_size(d_out.size, max_grid), block=BLOCK_SIZE)
     launch(stream, config, kernel, d_in.data.ptr, d_out.data.ptr, np.uint64(d_out.size))
 
 
 def run_kernel(gpu, kernel, d_out) -> None:
     """Run a kernel over the whole input into d_out, poisoned first, and wait for it."""
     gpu.poison(d_out)  # a NaN no arithmetic makes: an element the kernel misses fails
-    launch_transform(kernel, gpu.stream, gpu.d_in, d_out, grid_size(d_out.size, gpu.max_grid))
+    launch_transform(kernel, gpu.stream, gpu.d_in, d_out, gpu.max_grid)
     gpu.stream.sync()
 
 
@@ -273,7 +264,6 @@ def main(argv=None) -> int:
         gpu = None if args.compile_only else run.held.enter_context(
             jitlto_gpu.open_gpu(args.device, args.elements, args.plugins, run.record))
         tools = Toolchain.for_run(args, gpu, run.record)  # arch, cache, NVRTC and nvJitLink
-
         library_ptx = ptx_linking(tools, args.plugins, gpu)
         library_ltoir = lto_linking(tools, args.plugins, gpu, tools.shipped_library)
         plugin_swap(tools, library_ltoir, gpu)
@@ -290,9 +280,8 @@ def finish(record, plugins: list[Plugin], gpu) -> int:
         return jitlto_run.EXIT_OK
     print(f"\nWall time {record.seconds():.2f} s since start\n")
     rows = record.data.get("benchmark", {}).get("rows", [])  # each benchmark run is checked too
-    checks = [b.verification.ok for b in record.builds if b.verification] + [
-        row["verified"] for row in rows if row["verified"] is not None]
-    if not all(checks):
+    if not all([b.verification.ok for b in record.builds if b.verification]
+               + [row["verified"] is not False for row in rows]):
         print("Verification FAILED: see the lines marked FAILED above")
         return jitlto_run.EXIT_FAILED
     unchecked = [p.name for p in plugins if p.checked_by == "cross-check"]
@@ -310,26 +299,39 @@ def compile_whole_program(source: str, arch: str, name="whole", include_path=Non
     return Program(source, "c++", options).compile("cubin", logs=logs)
 
 
+# The pre-LTO way: the same kernel calls user_transform through a device function pointer, which
+# a module of the library's own sets to the plug-in's function; the plug-in is unchanged.
+POINTER_LIBRARY = Plugin("pointer_library.cu", LIBRARY_SOURCE.replace(PLUGIN_CONTRACT, (
+    'extern "C" __device__ float (*user_transform_pointer)(float);\n'
+    "#define user_transform(x) user_transform_pointer(x)\n")))
+POINTER = Plugin("pointer.cu", PLUGIN_CONTRACT + 'extern "C" __device__ float '
+                 "(*user_transform_pointer)(float) = user_transform;\n")
+# A constant pointer: nvJitLink, seeing both modules with LTO, can call its target directly.
+CONSTANT_POINTER_LIBRARY = Plugin("constant_" + POINTER_LIBRARY.name,
+                                  POINTER_LIBRARY.source.replace("(*", "(* const "))
+CONSTANT_POINTER = Plugin("constant_pointer.cu", POINTER.source.replace("(*", "(* const "))
+
 # What a user would otherwise write: CuPy's ElementwiseKernel of the default formula.
 CUPY_DEFAULT_TRANSFORM = "const float t = x * x + 3.0f * x - 1.0f; y = t > 0.0f ? t : 0.0f;"
 
 
 def benchmark(tools, plugins: list[Plugin], gpu, library_ptx: ObjectCode) -> None:
-    """[4] Each plug-in's PTX, LTO, whole-program and half-LTO kernels, timed against CuPy and a
-    device-to-device copy (the most a kernel moving these bytes can do), each output verified."""
-
+    """[4] Each plug-in's kernel built every way, timed against CuPy and a copy, and verified."""
     print("\n[4] Benchmark")
-    rows, grid = [], grid_size(gpu.d_out.size, gpu.max_grid)
-
-    def launch_into(kernel, d_out):
-        launch_transform(kernel, gpu.stream, gpu.d_in, d_out, grid)
-
+    rows = []
+    pointer_ptx = [tools.compile(compile_ptx, code) for code in (POINTER_LIBRARY, POINTER)]
+    pointer_ltoir = [tools.compile(compile_ltoir, code) for code in (POINTER_LIBRARY, POINTER)]
+    constant = [tools.compile(compile_ltoir, code)
+                for code in (CONSTANT_POINTER_LIBRARY, CONSTANT_POINTER)]
     for plugin in plugins:
         ptx, lto = tools.find("ptx", plugin), tools.find("lto", plugin)
+        plugin_ptx, plugin_ltoir = ptx.inputs[-1], lto.inputs[-1]  # the plug-in is linked last
         # The half-LTO trap: the library as PTX, only the plug-in as LTO-IR. It links, and
         # inlines nothing: nvJitLink optimizes across the LTO-IR inputs, and only those.
-        half = tools.link(link_lto, "half-LTO", plugin, library_ptx, lto.inputs[1])
-        builds = [ptx, lto, half]
+        builds = [ptx, lto, tools.link(link_lto, "half-LTO", plugin, library_ptx, plugin_ltoir),
+                  tools.link(link_ptx, "pointer", plugin, *pointer_ptx, plugin_ptx),
+                  tools.link(link_lto, "pointer LTO", plugin, *pointer_ltoir, plugin_ltoir),
+                  tools.link(link_lto, "constant pointer LTO", plugin, *constant, plugin_ltoir)]
         if not plugin.is_python:  # one source needs the plug-in in CUDA C++
             whole = replace(plugin, name="whole_program.cu", source=LIBRARY_SOURCE + plugin.source)
             code = tools.compile(compile_whole_program, whole)
@@ -338,7 +340,7 @@ def benchmark(tools, plugins: list[Plugin], gpu, library_ptx: ObjectCode) -> Non
             build.kernel = build.code.get_kernel("apply_transform")
             tools.report(build)
         expected = gpu.expected(plugin, lambda d_expected: run_kernel(gpu, ptx.kernel, d_expected))
-        rows += [jitlto_gpu.build_row(gpu, plugin, expected, b, launch_into) for b in builds]
+        rows += [jitlto_gpu.build_row(gpu, plugin, expected, b, launch_transform) for b in builds]
         if plugin is DEFAULT_PLUGIN:
             rows.append(jitlto_gpu.cupy_row(gpu, plugin, expected, CUPY_DEFAULT_TRANSFORM))
     tools.record.data["benchmark"] = jitlto_gpu.finish_table(gpu, rows)

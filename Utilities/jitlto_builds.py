@@ -49,6 +49,7 @@ class Build:
     registers_from: str = ""
     calls_left: int | None = None
     inlined: bool | None = None
+    through_pointer: bool = False  # the kernel calls user_transform through a device pointer
     kernel: object = None  # the loaded apply_transform, on a GPU
     verification: object = None
     skipped: str | None = None
@@ -71,6 +72,7 @@ class Build:
                 "registers_from": self.registers_from or None,
                 "user_transform_calls_left": self.calls_left,
                 "user_transform_inlined": self.inlined,
+                "user_transform_through_pointer": self.through_pointer,
                 "verification": self.verification.as_dict() if self.verification else None}
 
 

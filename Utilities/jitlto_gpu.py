@@ -126,7 +126,8 @@ def open_gpu(device_index: int, elements: int, plugins: list, record):
 
 
 def read_cubin(cubin: bytes) -> tuple[list[str], dict[str, dict[str, int]], dict[str, int]]:
-    """A cubin's functions, its call sites ({caller: {callee: count}}), and registers by function.
+    """A cubin's symbols (functions first), its call sites ({caller: {callee: count}}), and
+    registers by function.
 
     A call stays in the cubin as a relocation (filled in by the loader with the callee's address)
     in the caller's `.rel(a).text.<caller>` section; an inlined callee nobody calls any more is not
@@ -138,6 +139,7 @@ def read_cubin(cubin: bytes) -> tuple[list[str], dict[str, dict[str, int]], dict
     except (ELFError, AttributeError, ValueError) as exc:
         raise ValueError(f"not an ELF cubin ({exc})") from None
     functions = [s.name for s in symbols if s["st_info"]["type"] == "STT_FUNC"]
+    others = [s.name for s in symbols if s.name not in functions]
     calls: dict[str, dict[str, int]] = {}
     registers: dict[str, int] = {}
     for section in elf.iter_sections():
@@ -154,7 +156,7 @@ def read_cubin(cubin: bytes) -> tuple[list[str], dict[str, dict[str, int]], dict
                 callee = symbols[relocation["r_info_sym"]].name
                 if callee in functions:
                     calls.setdefault(caller, Counter())[callee] += 1
-    return functions, calls, registers
+    return functions + others, calls, registers
 
 
 def is_callee(symbol: str) -> bool:
@@ -169,8 +171,9 @@ def read_report(build) -> None:
     build.cubin_bytes = len(cubin)
     build.inlined = not any(is_callee(f) for f in functions)
     build.calls_left = sum(n for f, n in calls.get("apply_transform", {}).items() if is_callee(f))
-    if not build.inlined and build.calls_left == 0:
-        build.calls_left = None  # a private copy called by relative address: not in the ELF
+    if not build.inlined and build.calls_left == 0:  # no call the loader fills in, yet a function:
+        build.calls_left = None  # called through a pointer, or a private copy by relative address
+        build.through_pointer = "user_transform_pointer" in functions
     if build.kernel is not None:
         build.registers = build.kernel.attributes.num_regs
         build.registers_from = "kernel attributes"
@@ -183,6 +186,8 @@ def report_lines(build) -> list[str]:
     tag = f"  [{build.label}]"
     if build.inlined:
         calls = "user_transform inlined (0 calls left)"
+    elif build.through_pointer:
+        calls = "user_transform called through user_transform_pointer (an indirect call)"
     elif build.calls_left is None:
         calls = "user_transform still a function (a private copy the kernel calls)"
     else:
@@ -215,10 +220,7 @@ def report_lines(build) -> list[str]:
 
 WARMUP, REPEATS = 5, 25
 HEADERS = ["build", "compile ms", "link ms", "cubin bytes", "registers", "calls left",
-           "kernel ms", "GB/s", "% of copy"]
-COMPARISON = ["plug-in", "ptx ms", "lto ms", "whole ms", "half-LTO ms", "LTO speed-up",
-              "registers ptx -> lto", "cubin bytes ptx -> lto", "link ms ptx / lto",
-              "% of copy ptx / lto"]
+           "kernel ms", "GB/s", "% of copy", "LTO speed-up"]
 
 
 @dataclass
@@ -237,6 +239,7 @@ class Row:
     failure: str | None = None
     gb_per_s: float = 0.0
     percent_of_copy: float = 0.0
+    lto_speedup: float | None = None  # this kernel's time over the LTO kernel's, same plug-in
 
 
 def timed_row(gpu, plugin, expected, row: Row, launch) -> Row:
@@ -250,10 +253,11 @@ def timed_row(gpu, plugin, expected, row: Row, launch) -> Row:
 
 
 def build_row(gpu, plugin, expected, build, launch) -> Row:
-    """A build's kernel timed and checked."""
+    """A build's kernel timed and checked; launch(kernel, stream, d_in, d_out, max_grid)."""
     row = Row(build.label, plugin.name, build.compile_ms if build.compiles else None,
               build.link_ms, build.cubin_bytes, build.registers, build.calls_left)
-    return timed_row(gpu, plugin, expected, row, lambda: launch(build.kernel, gpu.d_out))
+    return timed_row(gpu, plugin, expected, row, lambda: launch(
+        build.kernel, gpu.stream, gpu.d_in, gpu.d_out, gpu.max_grid))
 
 
 def cupy_row(gpu, plugin, expected, operation: str) -> Row:
@@ -269,51 +273,33 @@ def cupy_row(gpu, plugin, expected, operation: str) -> Row:
 
 
 def finish_table(gpu, rows: list[Row]) -> dict:
-    """Add the ceiling, a device-to-device copy of the same bytes; print the tables; the record."""
+    """Add the ceiling, a device-to-device copy of the same bytes; print the table; the record."""
     copy = timed_row(gpu, None, None, Row("device copy"), lambda: gpu.d_out.data.
                      copy_from_device_async(gpu.d_in.data, gpu.d_in.nbytes))
     nbytes = 8 * gpu.d_out.size  # 4 bytes read and 4 written per element
+    lto_ms = {row.plugin: row.kernel_ms for row in rows
+              if row.build.removesuffix(f" {row.plugin}") == "lto"}
     for row in [*rows, copy]:
         row.gb_per_s = nbytes / (row.kernel_ms * 1e-3) / 1e9
         row.percent_of_copy = 100.0 * copy.kernel_ms / row.kernel_ms
+        row.lto_speedup = row.kernel_ms / lto_ms[row.plugin] if row.plugin in lto_ms else None
     print(f"  {gpu.d_out.size:,} elements, {nbytes:,} bytes moved per launch; median of "
           f"{REPEATS} launches after {WARMUP} warm-ups")
     utils.print_table(HEADERS, [[r.build, number(r.compile_ms, 1), number(r.link_ms, 1),
                                  number(r.cubin_bytes, 0), r.registers, r.calls_left,
                                  number(r.kernel_ms, 4), number(r.gb_per_s, 0),
-                                 number(r.percent_of_copy, 1)] for r in [*rows, copy]])
+                                 number(r.percent_of_copy, 1),
+                                 None if r.lto_speedup is None else f"{r.lto_speedup:.2f}x"]
+                                for r in [*rows, copy]])
     for row in rows:
         if row.failure:
             print(f"  [{row.build}] FAILED: {row.failure}")
+    print("  (LTO speed-up: the kernel's time over the lto kernel's, for the same plug-in)")
     if any(row.build == "cupy elementwise" for row in rows):
         print("  (cupy elementwise: 'compile ms' is its first call, which compiles or loads from"
               " CuPy's own cache)")
-    plugins = [comparison(plugin, rows) for plugin in dict.fromkeys(row.plugin for row in rows)]
-    if len(plugins) > 1:
-        print()
-        utils.print_table(COMPARISON, [[
-            p["plugin"], number(p["ptx_ms"], 4), number(p["lto_ms"], 4),
-            number(p["whole_program_ms"], 4), number(p["half_lto_ms"], 4),
-            f"{p['lto_speedup']:.2f}x", f"{p['registers_ptx']} -> {p['registers_lto']}",
-            f"{number(p['ptx_cubin_bytes'], 0)} -> {number(p['lto_cubin_bytes'], 0)}",
-            f"{number(p['link_ms_ptx'], 1)} / {number(p['link_ms_lto'], 1)}",
-            f"{number(p['ptx_percent_of_copy'], 1)} / {number(p['lto_percent_of_copy'], 1)}",
-        ] for p in plugins])
     return {"elements": gpu.d_out.size, "bytes_per_launch": nbytes, "repeats": REPEATS,
-            "warmup": WARMUP, "rows": [asdict(row) for row in [*rows, copy]], "plugins": plugins}
-
-
-def comparison(plugin: str, rows: list[Row]) -> dict:
-    """One plug-in's builds side by side: what LTO gained, and what it cost."""
-    mine = {row.build.removesuffix(f" {plugin}"): row for row in rows if row.plugin == plugin}
-    ptx, lto, whole = mine["ptx"], mine["lto"], mine.get("whole program")
-    return {"plugin": plugin, "ptx_ms": ptx.kernel_ms, "lto_ms": lto.kernel_ms,
-            "whole_program_ms": whole.kernel_ms if whole else None,
-            "half_lto_ms": mine["half-LTO"].kernel_ms, "lto_speedup": ptx.kernel_ms / lto.kernel_ms,
-            "registers_ptx": ptx.registers, "registers_lto": lto.registers,
-            "ptx_cubin_bytes": ptx.cubin_bytes, "lto_cubin_bytes": lto.cubin_bytes,
-            "link_ms_ptx": ptx.link_ms, "link_ms_lto": lto.link_ms,
-            "ptx_percent_of_copy": ptx.percent_of_copy, "lto_percent_of_copy": lto.percent_of_copy}
+            "warmup": WARMUP, "rows": [asdict(row) for row in [*rows, copy]]}
 
 
 def number(value, digits: int):

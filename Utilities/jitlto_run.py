@@ -287,20 +287,20 @@ def emit(path: Path, data: bytes) -> None:
 
 def emit_build(root: Path, build, arch: str) -> None:
     """A build's files under --emit: its inputs (each once), its cubin, and after LTO the PTX that
-    LTO made of the two (linked once more, with ptx=True, to read)."""
+    LTO made of them (linked once more, with ptx=True, to read)."""
     from cuda.core import Linker, LinkerOptions
 
     stem, _, extension = build.plugin.rpartition(".")  # a folder name any locale can write:
     mine = os.fsdecode(f"{stem}-{extension}".encode("utf-8", "surrogateescape"))
     folder = root / ("swap" if build.kind == "swap" else mine)
     name = build.kind.replace(" ", "-")
-    if len(build.inputs) == 2:  # linked: the whole program was not
-        for base, code in zip((root / "library", folder / "plugin"), build.inputs):
-            path = base.with_suffix(f".{code.code_type}")
-            if not path.exists():  # half-LTO shares both
-                emit(path, as_bytes(code))
+    for code in build.inputs if len(build.inputs) > 1 else []:  # linked: the plug-in's last
+        base = folder / "plugin" if code is build.inputs[-1] else root / Path(code.name).stem
+        path = base.with_suffix(f".{code.code_type}")
+        if not path.exists():  # shared by several builds
+            emit(path, as_bytes(code))
     emit(folder / f"{name}.cubin", as_bytes(build.code))
-    if len(build.inputs) == 2 and all(code.code_type == "ltoir" for code in build.inputs):
+    if len(build.inputs) > 1 and all(code.code_type == "ltoir" for code in build.inputs):
         options = LinkerOptions(arch=arch, link_time_optimization=True, ptx=True)
         emit(folder / f"{name}.ptx", as_bytes(Linker(*build.inputs, options=options).link("ptx")))
 

@@ -253,12 +253,16 @@ def test_a_multi_plugin_benchmark_verifies_every_build_with_one_json_row_per_plu
     bench = json.loads(path.read_text())["benchmark"]
     rows = {(row["plugin"], row["build"]) for row in bench["rows"] if row["plugin"]}
     for plugin in ("default.cu", "polynomial.cu"):
-        for kind in ("ptx", "lto", "whole program", "half-LTO"):
+        for kind in ("ptx", "lto", "whole program", "half-LTO", "pointer", "pointer LTO", "constant pointer LTO"):
             assert (plugin, f"{kind} {plugin}") in rows
     assert all(row["verified"] for row in bench["rows"] if row["build"] != "device copy")
     half = [row for row in bench["rows"] if row["build"].startswith("half-LTO")]
     assert all(row["calls_left"] > 0 for row in half), "half LTO inlines nothing"
-    assert [p["plugin"] for p in bench["plugins"]] == ["default.cu", "polynomial.cu"]
+    lto = {row["build"]: row for row in bench["rows"] if row["build"].startswith("lto ")}
+    assert all(row["lto_speedup"] == 1.0 for row in lto.values())
+    for row in bench["rows"]:  # each kernel's time over the same plug-in's LTO kernel
+        if row["plugin"]:
+            assert row["lto_speedup"] == pytest.approx(row["kernel_ms"] / lto[f"lto {row['plugin']}"]["kernel_ms"])
     assert "LTO speed-up" in result.stdout
 
 
@@ -344,5 +348,11 @@ def test_benchmark_with_emit_writes_every_build_once(tmp_path):
     result = run_sample("--elements", "1000", "--benchmark", "--emit", str(emit))
     assert result.returncode == 0, result.stdout + result.stderr
     for name in ("ptx.cubin", "lto.cubin", "lto.ptx", "half-LTO.cubin", "whole-program.cubin", "plugin.ptx",
-                 "plugin.ltoir"):
+                 "plugin.ltoir", "pointer.cubin", "pointer-LTO.cubin", "pointer-LTO.ptx", "constant-pointer-LTO.ptx"):
         assert (emit / "default_plugin-cu" / name).is_file(), name
+    for name in ("library.ptx", "library.ltoir", "pointer_library.ptx", "pointer_library.ltoir", "pointer.ptx",
+                 "pointer.ltoir", "constant_pointer_library.ltoir", "constant_pointer.ltoir"):
+        assert (emit / name).is_file(), name
+    # The PTX LTO made of the pointer build still calls through the pointer; of the constant one, does not.
+    assert ".callprototype" in (emit / "default_plugin-cu" / "pointer-LTO.ptx").read_text()
+    assert "call" not in (emit / "default_plugin-cu" / "constant-pointer-LTO.ptx").read_text()

@@ -63,6 +63,6 @@ def test_the_summary_keeps_every_json_key():
     assert list(summary) == [
         "build", "plugin", "skipped", "compile_ms", "link_ms", "link_cache", "library_from", "compiles",
         "cubin_bytes", "registers", "registers_from", "user_transform_calls_left", "user_transform_inlined",
-        "verification",
+        "user_transform_through_pointer", "verification",
     ]  # fmt: skip
     assert sample.DEFAULT_PLUGIN.source.startswith(sample.PLUGIN_CONTRACT)
