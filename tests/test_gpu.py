@@ -157,7 +157,8 @@ def test_benchmark_verifies_every_build_and_computes_percentages_from_measured_t
     assert result.returncode == 0, result.stdout + result.stderr
     assert "[4] Benchmark" in result.stdout and "% of copy" in result.stdout
     rows = {row["build"]: row for row in json.loads(path.read_text())["benchmark"]["rows"]}
-    assert set(rows) == {"ptx", "lto", "whole program", "half-LTO", "cupy elementwise", "device copy"}
+    assert set(rows) == {"ptx", "lto", "whole program", "half-LTO", "pointer", "pointer LTO", "constant pointer LTO",
+                         "cupy elementwise", "device copy"}
     copy_ms = rows["device copy"]["kernel_ms"]
     for name, row in rows.items():
         assert row["kernel_ms"] > 0
@@ -167,6 +168,10 @@ def test_benchmark_verifies_every_build_and_computes_percentages_from_measured_t
             assert row["verified"] is True, name
     assert rows["lto"]["calls_left"] == 0 and rows["ptx"]["calls_left"] > 0
     assert rows["half-LTO"]["calls_left"] == rows["ptx"]["calls_left"], "half LTO inlines nothing"
+    builds = {build["build"]: build for build in json.loads(path.read_text())["builds"]}
+    assert builds["pointer"]["user_transform_through_pointer"] and builds["pointer LTO"]["user_transform_through_pointer"]
+    assert builds["constant pointer LTO"]["user_transform_inlined"]  # LTO saw the constant: a direct call, inlined
+    assert "[pointer] " in result.stdout and "called through user_transform_pointer (an indirect call)" in result.stdout
 
 
 def test_json_records_device_builds_and_verification(tmp_path):
