@@ -150,10 +150,10 @@ def compile_ptx(source: str, arch: str, name="library.cu", include_path=None, lo
     return Program(source, "c++", options).compile("ptx", logs=logs)
 
 
-def link_ptx(arch: str, *modules: ObjectCode) -> ObjectCode:
-    """[1] nvJitLink turns each PTX module (the library's, the plug-in's) into machine code
-    (ptxas), then links them: user_transform stays a function that the kernel calls."""
-    return Linker(*modules, options=LinkerOptions(arch=arch)).link("cubin")
+def link_ptx(arch: str, library_ptx: ObjectCode, plugin_ptx: ObjectCode) -> ObjectCode:
+    """[1] nvJitLink turns each PTX module into machine code (ptxas), then links them:
+    user_transform stays a function that the kernel calls."""
+    return Linker(library_ptx, plugin_ptx, options=LinkerOptions(arch=arch)).link("cubin")
 
 
 def compile_ltoir(source: str, arch: str, name="library.cu", include_path=None, logs=None):
@@ -165,11 +165,11 @@ def compile_ltoir(source: str, arch: str, name="library.cu", include_path=None, 
     return Program(source, "c++", options).compile("ltoir", logs=logs)
 
 
-def link_lto(arch: str, *modules: ObjectCode) -> ObjectCode:
-    """[2] and [3] nvJitLink optimizes the LTO-IR modules (the library's, the plug-in's) as one
-    program, inlining user_transform into the kernel, then makes machine code."""
+def link_lto(arch: str, library_ltoir: ObjectCode, plugin_ltoir: ObjectCode) -> ObjectCode:
+    """[2] and [3] nvJitLink optimizes the LTO-IR modules as one program, inlining
+    user_transform into the kernel, then makes machine code."""
     options = LinkerOptions(arch=arch, link_time_optimization=True)
-    return Linker(*modules, options=options).link("cubin")
+    return Linker(library_ltoir, plugin_ltoir, options=options).link("cubin")
 
 
 # ==== The steps: each plug-in compiled, linked, launched and checked ==========
@@ -279,9 +279,7 @@ def finish(record, plugins: list[Plugin], gpu) -> int:
         print("\nBuilt and reported without launching. Done")
         return jitlto_run.EXIT_OK
     print(f"\nWall time {record.seconds():.2f} s since start\n")
-    rows = record.data.get("benchmark", {}).get("rows", [])  # each benchmark run is checked too
-    if not all([b.verification.ok for b in record.builds if b.verification]
-               + [row["verified"] is not False for row in rows]):
+    if not record.all_verified():
         print("Verification FAILED: see the lines marked FAILED above")
         return jitlto_run.EXIT_FAILED
     unchecked = [p.name for p in plugins if p.checked_by == "cross-check"]
@@ -299,17 +297,17 @@ def compile_whole_program(source: str, arch: str, name="whole", include_path=Non
     return Program(source, "c++", options).compile("cubin", logs=logs)
 
 
-# The pre-LTO way: the same kernel calls user_transform through a device function pointer, which
-# a module of the library's own sets to the plug-in's function; the plug-in is unchanged.
-POINTER_LIBRARY = Plugin("pointer_library.cu", LIBRARY_SOURCE.replace(PLUGIN_CONTRACT, (
-    'extern "C" __device__ float (*user_transform_pointer)(float);\n'
-    "#define user_transform(x) user_transform_pointer(x)\n")))
-POINTER = Plugin("pointer.cu", PLUGIN_CONTRACT + 'extern "C" __device__ float '
-                 "(*user_transform_pointer)(float) = user_transform;\n")
-# A constant pointer: nvJitLink, seeing both modules with LTO, can call its target directly.
-CONSTANT_POINTER_LIBRARY = Plugin("constant_" + POINTER_LIBRARY.name,
-                                  POINTER_LIBRARY.source.replace("(*", "(* const "))
-CONSTANT_POINTER = Plugin("constant_pointer.cu", POINTER.source.replace("(*", "(* const "))
+# The pre-LTO way: the same kernel calls user_transform through a device function pointer that
+# the library holds, set to the plug-in's function (a plug-in table of one); the plug-in is as is.
+POINTER = 'extern "C" __device__ float (*user_transform_pointer)(float)'
+POINTER_CALL = "#define user_transform(x) user_transform_pointer(x)\n"  # each call goes through it
+POINTER_LIBRARY = Plugin("pointer_library.cu", LIBRARY_SOURCE.replace(
+    PLUGIN_CONTRACT, f"{PLUGIN_CONTRACT}{POINTER} = user_transform;\n{POINTER_CALL}"))
+# A constant pointer that the library only declares and the plug-in's module defines: LTO, which
+# sees both modules, can call its target directly.
+CONSTANT_POINTER = POINTER.replace("(*", "(* const ")
+CONSTANT_POINTER_LIBRARY = Plugin("constant_pointer_library.cu", LIBRARY_SOURCE.replace(
+    PLUGIN_CONTRACT, f"{PLUGIN_CONTRACT}{CONSTANT_POINTER};\n{POINTER_CALL}"))
 
 # What a user would otherwise write: CuPy's ElementwiseKernel of the default formula.
 CUPY_DEFAULT_TRANSFORM = "const float t = x * x + 3.0f * x - 1.0f; y = t > 0.0f ? t : 0.0f;"
@@ -319,23 +317,25 @@ def benchmark(tools, plugins: list[Plugin], gpu, library_ptx: ObjectCode) -> Non
     """[4] Each plug-in's kernel built every way, timed against CuPy and a copy, and verified."""
     print("\n[4] Benchmark")
     rows = []
-    pointer_ptx = [tools.compile(compile_ptx, code) for code in (POINTER_LIBRARY, POINTER)]
-    pointer_ltoir = [tools.compile(compile_ltoir, code) for code in (POINTER_LIBRARY, POINTER)]
-    constant = [tools.compile(compile_ltoir, code)
-                for code in (CONSTANT_POINTER_LIBRARY, CONSTANT_POINTER)]
+    pointer_ptx = tools.compile(compile_ptx, POINTER_LIBRARY)
+    pointer_ltoir = tools.compile(compile_ltoir, POINTER_LIBRARY)
+    constant_ltoir = tools.compile(compile_ltoir, CONSTANT_POINTER_LIBRARY)
     for plugin in plugins:
         ptx, lto = tools.find("ptx", plugin), tools.find("lto", plugin)
-        plugin_ptx, plugin_ltoir = ptx.inputs[-1], lto.inputs[-1]  # the plug-in is linked last
+        plugin_ptx, plugin_ltoir = ptx.inputs[1], lto.inputs[1]
         # The half-LTO trap: the library as PTX, only the plug-in as LTO-IR. It links, and
         # inlines nothing: nvJitLink optimizes across the LTO-IR inputs, and only those.
         builds = [ptx, lto, tools.link(link_lto, "half-LTO", plugin, library_ptx, plugin_ltoir),
-                  tools.link(link_ptx, "pointer", plugin, *pointer_ptx, plugin_ptx),
-                  tools.link(link_lto, "pointer LTO", plugin, *pointer_ltoir, plugin_ltoir),
-                  tools.link(link_lto, "constant pointer LTO", plugin, *constant, plugin_ltoir)]
-        if not plugin.is_python:  # one source needs the plug-in in CUDA C++
+                  tools.link(link_ptx, "pointer", plugin, pointer_ptx, plugin_ptx),
+                  tools.link(link_lto, "pointer LTO", plugin, pointer_ltoir, plugin_ltoir)]
+        if not plugin.is_python:  # CUDA C++ only: one source, and the pointer beside the plug-in
             whole = replace(plugin, name="whole_program.cu", source=LIBRARY_SOURCE + plugin.source)
             code = tools.compile(compile_whole_program, whole)
             builds.insert(2, tools.new_build("whole program", plugin, [code], code))
+            with_pointer = tools.compile(compile_ltoir, replace(plugin, source=plugin.source + (
+                f"{CONSTANT_POINTER} = user_transform;\n")))
+            builds.append(tools.link(link_lto, "constant pointer LTO", plugin, constant_ltoir,
+                                     with_pointer))
         for build in builds[2:]:
             build.kernel = build.code.get_kernel("apply_transform")
             tools.report(build)

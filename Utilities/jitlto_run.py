@@ -72,6 +72,12 @@ class Record:
         """Wall time since the run (or the script, for its first run) started."""
         return time.perf_counter() - self.started
 
+    def all_verified(self) -> bool:
+        """Whether every check of the run passed: each build's, and each benchmark row's."""
+        rows = self.data.get("benchmark", {}).get("rows", [])
+        return all([b.verification.ok for b in self.builds if b.verification]
+                   + [row["verified"] is not False for row in rows])
+
     def write(self, exit_code: int) -> None:
         """Write the record to --json; UsageError if it cannot be. Before --json is checked, only
         over nothing or an earlier record: a run that fails early leaves no earlier success."""
@@ -294,13 +300,13 @@ def emit_build(root: Path, build, arch: str) -> None:
     mine = os.fsdecode(f"{stem}-{extension}".encode("utf-8", "surrogateescape"))
     folder = root / ("swap" if build.kind == "swap" else mine)
     name = build.kind.replace(" ", "-")
-    for code in build.inputs if len(build.inputs) > 1 else []:  # linked: the plug-in's last
-        base = folder / "plugin" if code is build.inputs[-1] else root / Path(code.name).stem
+    for code in build.inputs if len(build.inputs) == 2 else []:  # the library's, the plug-in's
+        base = folder / "plugin" if code is build.inputs[1] else root / Path(code.name).stem
         path = base.with_suffix(f".{code.code_type}")
         if not path.exists():  # shared by several builds
             emit(path, as_bytes(code))
     emit(folder / f"{name}.cubin", as_bytes(build.code))
-    if len(build.inputs) > 1 and all(code.code_type == "ltoir" for code in build.inputs):
+    if len(build.inputs) == 2 and all(code.code_type == "ltoir" for code in build.inputs):
         options = LinkerOptions(arch=arch, link_time_optimization=True, ptx=True)
         emit(folder / f"{name}.ptx", as_bytes(Linker(*build.inputs, options=options).link("ptx")))
 
