@@ -209,8 +209,7 @@ def plugin_swap(tools, library_ltoir: ObjectCode, gpu) -> None:
     print("\n[3] Plug-in swap")
     swap_ltoir = tools.compile(compile_ltoir, SWAP_PLUGIN)
     build = tools.link(link_lto, "swap", SWAP_PLUGIN, library_ltoir, swap_ltoir)
-    check(tools, build, SWAP_PLUGIN, gpu, swap_line(build, tools.builds, LIBRARY_SOURCE,
-                                                    tools.library_from))
+    check(tools, build, SWAP_PLUGIN, gpu, swap_line(tools, build, LIBRARY_SOURCE))
 
 
 # ==== Launch and verify =======================================================
@@ -297,14 +296,15 @@ def compile_whole_program(source: str, arch: str, name="whole", include_path=Non
     return Program(source, "c++", options).compile("cubin", logs=logs)
 
 
-# The pre-LTO way: the same kernel calls user_transform through a device function pointer that
-# the library holds, set to the plug-in's function (a plug-in table of one); the plug-in is as is.
+# The pre-LTO way: the library holds a device function pointer, set to the plug-in's function, and
+# the same kernel makes each call through it. The pointer is writable (the host could change it),
+# so no compiler or linker may assume what it holds. The plug-in is unchanged.
 POINTER = 'extern "C" __device__ float (*user_transform_pointer)(float)'
 POINTER_CALL = "#define user_transform(x) user_transform_pointer(x)\n"  # each call goes through it
 POINTER_LIBRARY = Plugin("pointer_library.cu", LIBRARY_SOURCE.replace(
     PLUGIN_CONTRACT, f"{PLUGIN_CONTRACT}{POINTER} = user_transform;\n{POINTER_CALL}"))
-# A constant pointer that the library only declares and the plug-in's module defines: LTO, which
-# sees both modules, can call its target directly.
+# A constant pointer, declared in the library (NVRTC cannot fold what it cannot see) and defined
+# after the plug-in's source: LTO, which sees both modules, can call its target directly.
 CONSTANT_POINTER = POINTER.replace("(*", "(* const ")
 CONSTANT_POINTER_LIBRARY = Plugin("constant_pointer_library.cu", LIBRARY_SOURCE.replace(
     PLUGIN_CONTRACT, f"{PLUGIN_CONTRACT}{CONSTANT_POINTER};\n{POINTER_CALL}"))
@@ -323,7 +323,7 @@ def benchmark(tools, plugins: list[Plugin], gpu, library_ptx: ObjectCode) -> Non
     for plugin in plugins:
         ptx, lto = tools.find("ptx", plugin), tools.find("lto", plugin)
         plugin_ptx, plugin_ltoir = ptx.inputs[1], lto.inputs[1]
-        # The half-LTO trap: the library as PTX, only the plug-in as LTO-IR. It links, and
+        # The half-LTO trap: a library shipped as PTX, a plug-in compiled to LTO-IR. It links, and
         # inlines nothing: nvJitLink optimizes across the LTO-IR inputs, and only those.
         builds = [ptx, lto, tools.link(link_lto, "half-LTO", plugin, library_ptx, plugin_ltoir),
                   tools.link(link_ptx, "pointer", plugin, pointer_ptx, plugin_ptx),

@@ -318,15 +318,15 @@ def open_cache(folder: Path):
     return cache
 
 
-def swap_line(build, builds: list, library_source: str, shipped: str | None) -> str:
+def swap_line(tools: Toolchain, build: Build, library_source: str) -> str:
     """Step [3]'s proof: what this step compiled, and how often the library (by its source's
     digest, whatever a file is named) became LTO-IR in the run."""
     compiled = ", ".join(r["module"] for r in build.compiles if r["cache"] != "hit") or "nothing"
     mine = hashlib.sha256(library_source.encode()).hexdigest()
     count = sum(r["source_sha256"] == mine and r["target"] == "ltoir" and r["cache"] != "hit"
-                for b in builds for r in b.compiles)
-    if shipped:
-        library = f"library.cu not compiled in this run (its LTO-IR: {shipped})"
+                for b in tools.builds for r in b.compiles)
+    if tools.library_from:
+        library = f"library.cu not compiled in this run (its LTO-IR: {tools.library_from})"
     else:
         times = {0: "not at all (cache hit)", 1: "once"}.get(count, f"{count} times")
         library = f"library.cu to LTO-IR {times} in this run"
