@@ -126,7 +126,7 @@ def open_gpu(device_index: int, elements: int, plugins: list, record):
 
 
 def read_cubin(cubin: bytes) -> tuple[list[str], dict[str, dict[str, int]], dict[str, int]]:
-    """A cubin's symbols (functions first), its call sites ({caller: {callee: count}}), and
+    """A cubin's functions and variables, its call sites ({caller: {callee: count}}), and
     registers by function.
 
     A call stays in the cubin as a relocation (filled in by the loader with the callee's address)
@@ -139,7 +139,7 @@ def read_cubin(cubin: bytes) -> tuple[list[str], dict[str, dict[str, int]], dict
     except (ELFError, AttributeError, ValueError) as exc:
         raise ValueError(f"not an ELF cubin ({exc})") from None
     functions = [s.name for s in symbols if s["st_info"]["type"] == "STT_FUNC"]
-    others = [s.name for s in symbols if s.name not in functions]
+    variables = [s.name for s in symbols if s["st_info"]["type"] == "STT_OBJECT"]
     calls: dict[str, dict[str, int]] = {}
     registers: dict[str, int] = {}
     for section in elf.iter_sections():
@@ -156,7 +156,7 @@ def read_cubin(cubin: bytes) -> tuple[list[str], dict[str, dict[str, int]], dict
                 callee = symbols[relocation["r_info_sym"]].name
                 if callee in functions:
                     calls.setdefault(caller, Counter())[callee] += 1
-    return functions + others, calls, registers
+    return functions + variables, calls, registers
 
 
 def is_callee(symbol: str) -> bool:
@@ -167,13 +167,13 @@ def is_callee(symbol: str) -> bool:
 def read_report(build) -> None:
     """Fill in size, registers and call/inline facts from the built code (and build.kernel)."""
     cubin = bytes(build.code.code)
-    functions, calls, registers = read_cubin(cubin)
+    names, calls, registers = read_cubin(cubin)
     build.cubin_bytes = len(cubin)
-    build.inlined = not any(is_callee(f) for f in functions)
+    build.inlined = not any(is_callee(name) for name in names)
     build.calls_left = sum(n for f, n in calls.get("apply_transform", {}).items() if is_callee(f))
     if not build.inlined and build.calls_left == 0:  # no call the loader fills in, yet a function:
         build.calls_left = None  # called through a pointer, or a private copy by relative address
-        build.through_pointer = "user_transform_pointer" in functions
+        build.through_pointer = "user_transform_pointer" in names  # the library's pointer
     if build.kernel is not None:
         build.registers = build.kernel.attributes.num_regs
         build.registers_from = "kernel attributes"
