@@ -1,59 +1,51 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: BSD-3-Clause
 # Copyright (c) 2026, the jitLtoLinking authors
-#
-# /// script
-# requires-python = ">=3.11"
-# dependencies = [
-#     "cuda-core[cu13]>=1.2.0",
-#     "cuda-bindings>=13.3",
-#     "cupy-cuda13x>=14.2",
-#     "numpy>=2.4",
-#     "pyelftools>=0.31",
-# ]
-# ///
 """JIT linking and link-time optimization (LTO) with cuda.core.
 
 A GPU library compiles its kernel once; a user hands it a device function, `user_transform`, as a
-plug-in; the two are linked at run time: [1] compiled on their own by `Program` (NVRTC) to
-relocatable PTX and linked by `Linker` (nvJitLink); [2] compiled to LTO-IR and linked with LTO,
-which inlines the plug-in into the kernel; [3] the library's LTO-IR linked again with another
-plug-in, not compiled again. Each kernel runs on a stream CuPy shares; every element is checked.
+plug-in; the two are linked at run time. You will learn to:
+[1] compile each on its own to relocatable PTX with `Program` (NVRTC) and link them with `Linker`
+    (nvJitLink): the kernel calls the plug-in;
+[2] compile them to LTO-IR and link with LTO, which inlines the plug-in into the kernel;
+[3] link the library's LTO-IR again with another plug-in, without compiling the library again;
+[4] with --benchmark, see when LTO pays: a whole program, the half-LTO trap, a function pointer.
+Each kernel runs on a stream CuPy shares, and every element it writes is checked.
 """
 
+import os
+import signal
 import sys
-from dataclasses import replace
-from pathlib import Path
+from contextlib import nullcontext
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "Utilities"))  # the sample's helpers
 try:
-    import jitlto_run  # standard library only: it can say what goes wrong from here on
-except ImportError:
-    if __name__ != "__main__":
-        raise
-    sys.exit("jitLtoLinking.py: error: the Utilities/ folder next to jitLtoLinking.py is missing "
-             "or incomplete; restore it from the sample")
-
-with jitlto_run.startup(as_script=__name__ == "__main__"):  # a package missing, Ctrl-C: one line
+    import cupy as cp
     import numpy as np
     from cuda.core import LaunchConfig, Linker, LinkerOptions, ObjectCode, Program, ProgramOptions
     from cuda.core import launch
 
-    import cuda_samples_utils as utils
-    from jitlto_builds import Toolchain, swap_line
-    from jitlto_files import Plugin, parse_args
-    import jitlto_gpu
-    from jitlto_run import check_outputs
+    from Utilities.cuda_samples_utils import SampleError, driver_version, open_gpu, poison, timed
+    from Utilities.jitlto_inputs import Plugin, check_library, failures_named, parse_args
+    from Utilities.jitlto_python import compile_python
+    from Utilities.jitlto_report import Build, benchmark_table, measure, report, run_record, verify
+except ImportError as missing:  # as the original sample: what is missing, and what to do
+    fix = ("the Utilities/ folder next to jitLtoLinking.py is incomplete: restore it from the sample"
+           if (missing.name or "").startswith("Utilities") else "install what the sample needs "
+           f"with: python -m pip install -r {os.path.dirname(__file__) or '.'}/requirements.txt")
+    sys.exit(f"jitLtoLinking.py: error: {missing}; {fix}")
 
 
 # ==== Device code =============================================================
 
-# The library: its kernel calls user_transform(), which it declares but does not define: the
-# plug-in linked in supplies the definition. extern "C" keeps the name as written (no C++ name
-# mangling), so the two modules, and the linker between them, agree on `user_transform`.
-LIBRARY_SOURCE = r"""
-extern "C" __device__ float user_transform(float x);
+# The library's contract with its plug-ins: user_transform is declared, not defined; the plug-in
+# linked in defines it. extern "C" keeps the name as written (no C++ name mangling), so the two
+# modules, and the linker between them, agree on `user_transform`. The library puts this header in
+# front of every plug-in too: there a user_transform of another signature is a compile error,
+# where LTO alone would link the mismatch silently.
+PLUGIN_CONTRACT = 'extern "C" __device__ float user_transform(float x);\n'
 
+# The library's kernel: every element of `in`, through the plug-in, into `out`.
+LIBRARY_KERNEL = r"""
 extern "C" __global__ void apply_transform(const float* __restrict__ in,
                                            float* __restrict__ out,
                                            size_t n)
@@ -92,10 +84,7 @@ extern "C" __global__ void apply_transform(const float* __restrict__ in,
     }
 }
 """
-
-# The library's contract, put in front of every plug-in source as a header the library ships: a
-# user_transform of another signature is a compile error, where LTO would link it silently.
-PLUGIN_CONTRACT = 'extern "C" __device__ float user_transform(float x);\n'
+LIBRARY_SOURCE = PLUGIN_CONTRACT + LIBRARY_KERNEL
 
 # The default plug-in: y = x*x + 3x - 1, clamped at zero.
 DEFAULT_PLUGIN_SOURCE = r"""
@@ -106,7 +95,7 @@ extern "C" __device__ float user_transform(float x)
 }
 """
 
-# The swap plug-in, linked in step [3] against the library's LTO-IR of step [2].
+# The swap plug-in, linked in step [3] with the library's LTO-IR from step [2].
 SWAP_PLUGIN_SOURCE = r"""
 extern "C" __device__ float user_transform(float x)
 {
@@ -115,7 +104,7 @@ extern "C" __device__ float user_transform(float x)
 """
 
 
-# ==== Plug-ins and their NumPy references =====================================
+# ==== The plug-ins' NumPy references ==========================================
 
 
 def default_reference(x: np.ndarray) -> np.ndarray:
@@ -129,25 +118,24 @@ def swap_reference(x: np.ndarray) -> np.ndarray:
     return np.tanh(x) + np.float32(0.5) * x
 
 
-LIBRARY = Plugin("library.cu", LIBRARY_SOURCE)  # a source and a name, as a plug-in has
-DEFAULT_PLUGIN = Plugin.cuda("default_plugin.cu", DEFAULT_PLUGIN_SOURCE, PLUGIN_CONTRACT,
-                             default_reference)
-SWAP_PLUGIN = Plugin.cuda("swap_plugin.cu", SWAP_PLUGIN_SOURCE, PLUGIN_CONTRACT, swap_reference)
+DEFAULT_PLUGIN = Plugin("default_plugin.cu", PLUGIN_CONTRACT + DEFAULT_PLUGIN_SOURCE,
+                        default_reference)
+SWAP_PLUGIN = Plugin("swap_plugin.cu", PLUGIN_CONTRACT + SWAP_PLUGIN_SOURCE, swap_reference)
 
 
 # ==== The lesson: compile, then link ==========================================
-# Each step is one cuda.core call with its options written out: copy one, with the import line
-# and the sources, and it runs. `name` is what NVRTC calls the source (a plug-in file's path, so
-# its quoted #includes are found next to it); `include_path` holds CUDA's headers.
+# Each step is cuda.core with its options written out: copy one, with the import line and the
+# sources, and it runs. `name` is what NVRTC calls the source (a plug-in file's path: its quoted
+# #includes are found next to it); `include_path`, where CUDA's own headers are.
 
 
-def compile_ptx(source: str, arch: str, name="library.cu", include_path=None, logs=None):
+def compile_ptx(source: str, arch: str, name="library.cu", include_path=None) -> ObjectCode:
     """[1] One module compiled on its own to relocatable PTX."""
     # -rdc, relocatable device code: the module may call a function that another module
     # defines (the library calls user_transform); the linker fills in its address.
     options = ProgramOptions(arch=arch, relocatable_device_code=True, name=name,
                              include_path=include_path)
-    return Program(source, "c++", options).compile("ptx", logs=logs)
+    return Program(source, "c++", options).compile("ptx")
 
 
 def link_ptx(arch: str, library_ptx: ObjectCode, plugin_ptx: ObjectCode) -> ObjectCode:
@@ -156,13 +144,13 @@ def link_ptx(arch: str, library_ptx: ObjectCode, plugin_ptx: ObjectCode) -> Obje
     return Linker(library_ptx, plugin_ptx, options=LinkerOptions(arch=arch)).link("cubin")
 
 
-def compile_ltoir(source: str, arch: str, name="library.cu", include_path=None, logs=None):
+def compile_ltoir(source: str, arch: str, name="library.cu", include_path=None) -> ObjectCode:
     """[2] One module compiled on its own to LTO-IR."""
     # -dlto: NVRTC emits LTO-IR, the optimizer's own input, instead of PTX, so that nvJitLink
     # can optimize across the modules and inline one into the other.
     options = ProgramOptions(arch=arch, relocatable_device_code=True, link_time_optimization=True,
                              name=name, include_path=include_path)
-    return Program(source, "c++", options).compile("ltoir", logs=logs)
+    return Program(source, "c++", options).compile("ltoir")
 
 
 def link_lto(arch: str, library_ltoir: ObjectCode, plugin_ltoir: ObjectCode) -> ObjectCode:
@@ -173,43 +161,56 @@ def link_lto(arch: str, library_ltoir: ObjectCode, plugin_ltoir: ObjectCode) -> 
 
 
 # ==== The steps: each plug-in compiled, linked, launched and checked ==========
-# tools.compile(compile_ptx, plugin) calls compile_ptx(plugin.source, arch, its file's name, CUDA's
-# headers, a log); tools.link(link_ptx, "ptx", plugin, a, b) calls link_ptx(arch, a, b): the "ptx"
-# build of plugin. Around each call, tools times it, caches it, and explains a failure.
 
 
-def ptx_linking(tools, plugins: list[Plugin], gpu) -> ObjectCode | None:
-    """[1] Library and plug-ins compiled to relocatable PTX, then linked; the library's PTX."""
+def ptx_linking(arch: str, plugins: list[Plugin], gpu, builds: list[Build]) -> None:
+    """[1] The library and each plug-in compiled to relocatable PTX, then linked."""
     print("\n[1] PTX linking (no LTO)")
-    # cuda.core asks the driver which PTX version it can load before it compiles to PTX (LTO-IR
-    # needs no driver): without one (--compile-only on a CPU machine), this step is skipped.
-    if utils.driver_version() is None:
-        return tools.skip("ptx", "cuda.core asks the CUDA driver for its version before "
-                          "compiling to PTX, and this machine has no driver")
-    library_ptx = tools.compile(compile_ptx, LIBRARY)  # once, for every plug-in
+    if gpu is None and driver_version() is None:  # LTO-IR needs no driver; PTX does
+        print("  [ptx] skipped: cuda.core asks the driver which PTX it loads, and none is here")
+        return
+    library_ptx = compile_ptx(LIBRARY_SOURCE, arch)  # once, for every plug-in
     for plugin in plugins:
-        plugin_ptx = tools.compile(compile_ptx, plugin)
-        check(tools, tools.link(link_ptx, "ptx", plugin, library_ptx, plugin_ptx), plugin, gpu)
-    return library_ptx
+        with failures_named(plugin.name):
+            if plugin.source is None:  # a Python plug-in: numba-cuda compiles it
+                plugin_ptx, ms = timed(compile_python, plugin, "ptx", arch)
+            else:
+                plugin_ptx, ms = timed(compile_ptx, plugin.source, arch, plugin.name,
+                                       plugin.include_path)
+            cubin, link_ms = timed(link_ptx, arch, library_ptx, plugin_ptx)
+        builds.append(check(Build("ptx", plugin.name, arch, cubin, (library_ptx, plugin_ptx), ms,
+                                  link_ms), plugin, gpu))
 
 
-def lto_linking(tools, plugins: list[Plugin], gpu, shipped: ObjectCode | None) -> ObjectCode:
-    """[2] Library and plug-ins compiled to LTO-IR and linked with LTO; the library's LTO-IR."""
+def lto_linking(arch: str, plugins: list[Plugin], gpu, builds: list[Build],
+                library_ltoir: ObjectCode | None) -> ObjectCode:
+    """[2] The library (unless --library gives its LTO-IR) and each plug-in compiled to LTO-IR,
+    then linked with LTO. Returns the library's LTO-IR, for step [3]."""
     print("\n[2] LTO linking (link-time optimization)")
-    # --library FILE: the library's LTO-IR as it ships, built once for the oldest GPU it supports
-    library_ltoir = shipped or tools.compile(compile_ltoir, LIBRARY)
+    if library_ltoir is not None:
+        print(f"  [lto] the library's LTO-IR: --library {library_ltoir.name} (not compiled here)")
+    library_ltoir = library_ltoir or compile_ltoir(LIBRARY_SOURCE, arch)  # once, for every plug-in
     for plugin in plugins:
-        plugin_ltoir = tools.compile(compile_ltoir, plugin)
-        check(tools, tools.link(link_lto, "lto", plugin, library_ltoir, plugin_ltoir), plugin, gpu)
+        with failures_named(plugin.name):
+            if plugin.source is None:
+                plugin_ltoir, ms = timed(compile_python, plugin, "ltoir", arch)
+            else:
+                plugin_ltoir, ms = timed(compile_ltoir, plugin.source, arch, plugin.name,
+                                         plugin.include_path)
+            cubin, link_ms = timed(link_lto, arch, library_ltoir, plugin_ltoir)
+        builds.append(check(Build("lto", plugin.name, arch, cubin, (library_ltoir, plugin_ltoir),
+                                  ms, link_ms), plugin, gpu))
     return library_ltoir
 
 
-def plugin_swap(tools, library_ltoir: ObjectCode, gpu) -> None:
+def plugin_swap(arch: str, library_ltoir: ObjectCode, gpu, builds: list[Build]) -> None:
     """[3] The library's LTO-IR from step [2] linked with another plug-in: only that is compiled."""
     print("\n[3] Plug-in swap")
-    swap_ltoir = tools.compile(compile_ltoir, SWAP_PLUGIN)
-    build = tools.link(link_lto, "swap", SWAP_PLUGIN, library_ltoir, swap_ltoir)
-    check(tools, build, SWAP_PLUGIN, gpu, swap_line(tools, build, LIBRARY_SOURCE))
+    print("  [swap] the library's LTO-IR from step [2], linked again: only swap_plugin.cu is compiled")
+    swap_ltoir, ms = timed(compile_ltoir, SWAP_PLUGIN.source, arch, SWAP_PLUGIN.name)
+    cubin, link_ms = timed(link_lto, arch, library_ltoir, swap_ltoir)
+    builds.append(check(Build("swap", SWAP_PLUGIN.name, arch, cubin, (library_ltoir, swap_ltoir),
+                              ms, link_ms), SWAP_PLUGIN, gpu))
 
 
 # ==== Launch and verify =======================================================
@@ -217,39 +218,24 @@ def plugin_swap(tools, library_ltoir: ObjectCode, gpu) -> None:
 BLOCK_SIZE = 256
 
 
-def grid_size(elements: int, max_grid: int) -> int:
-    """Enough blocks for one float4 per thread, within the device's grid limit."""
-    vectors = max(1, -(-elements // 4))  # -(-a // b): a / b rounded up
-    return max(1, min(-(-vectors // BLOCK_SIZE), max_grid))
-
-
-def launch_transform(kernel, stream, d_in, d_out, max_grid: int) -> None:
-    """Launch apply_transform over every element of d_in into d_out, on `stream`."""
-    config = LaunchConfig(grid=grid_size(d_out.size, max_grid), block=BLOCK_SIZE)
+def launch_transform(kernel, stream, d_in, d_out, grid: int | None = None) -> None:
+    """Launch apply_transform over every element of d_in into d_out, on `stream`: a float4 per
+    thread, within the grid's limit (the kernel's grid-stride loop covers any grid)."""
+    blocks = min(-(-d_out.size // (4 * BLOCK_SIZE)), 2**31 - 1)  # -(-a // b): a / b rounded up
+    config = LaunchConfig(grid=grid or blocks, block=BLOCK_SIZE)
     launch(stream, config, kernel, d_in.data.ptr, d_out.data.ptr, np.uint64(d_out.size))
 
 
-def run_kernel(gpu, kernel, d_out) -> None:
-    """Run a kernel over the whole input into d_out, poisoned first, and wait for it."""
-    gpu.poison(d_out)  # a NaN no arithmetic makes: an element the kernel misses fails
-    launch_transform(kernel, gpu.stream, gpu.d_in, d_out, gpu.max_grid)
-    gpu.stream.sync()
-
-
-def check(tools, build, plugin: Plugin, gpu, note: str | None = None) -> None:
-    """Print the build's report; on a GPU, run its kernel and check every element it wrote."""
-    build.kernel = build.code.get_kernel("apply_transform") if gpu else None
-    tools.report(build, note)
-    if gpu is None:
-        return
-    if plugin.checked_by == "cross-check" and build.kind == "ptx":  # a .cu file of the user's
-        run_kernel(gpu, build.kernel, gpu.d_out)
-        print(f"  [{build.label}] launched; {plugin.name} has no reference: step [2] checks it")
-        return
-    ptx = tools.find("ptx", plugin)  # without a NumPy reference, the output must match ptx's
-    expected = gpu.expected(plugin, lambda d_expected: run_kernel(gpu, ptx.kernel, d_expected))
-    run_kernel(gpu, build.kernel, gpu.d_out)
-    build.verification = gpu.verify(build.label, expected, plugin.checked_by)
+def check(build: Build, plugin: Plugin, gpu) -> Build:
+    """On a GPU, run the build's kernel and check every element it wrote; print its report."""
+    if gpu is not None:
+        kernel = build.cubin.get_kernel("apply_transform")
+        poison(gpu.d_out, gpu.stream)  # a NaN no arithmetic makes: an element left unwritten fails
+        launch_transform(kernel, gpu.stream, gpu.d_in, gpu.d_out)
+        gpu.stream.sync()
+        verify(build, plugin, gpu)
+    report(build)
+    return build
 
 
 # ==== main: the whole run in a screenful ======================================
@@ -257,94 +243,108 @@ def check(tools, build, plugin: Plugin, gpu, note: str | None = None) -> None:
 
 def main(argv=None) -> int:
     """Link each plug-in into the library without and with LTO, launch, verify; the exit code."""
-    with jitlto_run.Run(argv) as run:  # a failure inside: one line, its exit code, the record
-        args = parse_args(argv, DEFAULT_PLUGIN, PLUGIN_CONTRACT)  # reads every input
-        check_outputs(args, run.record)  # --json and --emit: writable, and none an input
-        gpu = None if args.compile_only else run.held.enter_context(
-            jitlto_gpu.open_gpu(args.device, args.elements, args.plugins, run.record))
-        tools = Toolchain.for_run(args, gpu, run.record)  # arch, cache, NVRTC and nvJitLink
-        library_ptx = ptx_linking(tools, args.plugins, gpu)
-        library_ltoir = lto_linking(tools, args.plugins, gpu, tools.shipped_library)
-        plugin_swap(tools, library_ltoir, gpu)
+    args = parse_args(argv, DEFAULT_PLUGIN, PLUGIN_CONTRACT)  # every input read and checked
+    # The GPU: its device, a stream CuPy shares, input and output, and room for an array a plug-in
+    gpu_session = nullcontext() if args.compile_only else open_gpu(args.device, args.elements,
+                                                                   2 + len(args.plugins))
+    with run_record(args) as builds, gpu_session as gpu:  # --json, --emit: written at the end
+        arch = args.arch or f"sm_{gpu.device.arch}"
+        shipped = args.library and check_library(args.library, arch)  # --library FILE, if given
+        ptx_linking(arch, args.plugins, gpu, builds)                                     # [1]
+        library_ltoir = lto_linking(arch, args.plugins, gpu, builds, shipped)           # [2]
+        plugin_swap(arch, library_ltoir, gpu, builds)                                    # [3]
         if args.benchmark:
-            benchmark(tools, args.plugins, gpu, library_ptx)
-        run.exit_code = finish(run.record, args.plugins, gpu)
-    return run.exit_code
-
-
-def finish(record, plugins: list[Plugin], gpu) -> int:
-    """The last lines, as the original sample prints them; the exit code."""
-    if gpu is None:
-        print("\nBuilt and reported without launching. Done")
-        return jitlto_run.EXIT_OK
-    print(f"\nWall time {record.seconds():.2f} s since start\n")
-    if not record.all_verified():
-        print("Verification FAILED: see the lines marked FAILED above")
-        return jitlto_run.EXIT_FAILED
-    unchecked = [p.name for p in plugins if p.checked_by == "cross-check"]
-    how = f" (cross-checked: no NumPy reference for {', '.join(unchecked)})" if unchecked else ""
-    print(f"Both PTX and LTO linked kernels produced matching results{how}. Done")
-    return jitlto_run.EXIT_OK
+            benchmark(arch, args.plugins, gpu, builds)                                   # [4]
+        if gpu is None:
+            print("\nBuilt and reported without launching. Done")
+        elif all(build.verified is not False for build in builds):
+            print("\nBoth PTX and LTO linked kernels produced matching results. Done")
+        else:
+            raise SampleError("verification FAILED: see the lines marked FAILED above")
+        return 0
 
 
 # ==== Benchmark: what each way of building costs at run time ==================
 
 
-def compile_whole_program(source: str, arch: str, name="whole", include_path=None, logs=None):
+def compile_whole_program(source: str, arch: str, name="whole_program.cu", include_path=None):
     """Library and plug-in as one source, compiled straight to a cubin: no linker needed."""
     options = ProgramOptions(arch=arch, name=name, include_path=include_path)  # no -rdc: no linker
-    return Program(source, "c++", options).compile("cubin", logs=logs)
+    return Program(source, "c++", options).compile("cubin")
 
 
 # The pre-LTO way: the library holds a device function pointer, set to the plug-in's function, and
 # the same kernel makes each call through it. The pointer is writable (the host could change it),
 # so no compiler or linker may assume what it holds. The plug-in is unchanged.
-POINTER = 'extern "C" __device__ float (*user_transform_pointer)(float)'
-POINTER_CALL = "#define user_transform(x) user_transform_pointer(x)\n"  # each call goes through it
-POINTER_LIBRARY = Plugin("pointer_library.cu", LIBRARY_SOURCE.replace(
-    PLUGIN_CONTRACT, f"{PLUGIN_CONTRACT}{POINTER} = user_transform;\n{POINTER_CALL}"))
-# A constant pointer, declared in the library (NVRTC cannot fold what it cannot see) and defined
-# after the plug-in's source: LTO, which sees both modules, can call its target directly.
-CONSTANT_POINTER = POINTER.replace("(*", "(* const ")
-CONSTANT_POINTER_LIBRARY = Plugin("constant_pointer_library.cu", LIBRARY_SOURCE.replace(
-    PLUGIN_CONTRACT, f"{PLUGIN_CONTRACT}{CONSTANT_POINTER};\n{POINTER_CALL}"))
+POINTER_LIBRARY_SOURCE = PLUGIN_CONTRACT + r"""
+extern "C" __device__ float (*library_user_transform_pointer)(float) = user_transform;
+#define user_transform(x) library_user_transform_pointer(x)
+""" + LIBRARY_KERNEL
 
-# What a user would otherwise write: CuPy's ElementwiseKernel of the default formula.
+# The default formula as CuPy's ElementwiseKernel: what a user would otherwise write.
 CUPY_DEFAULT_TRANSFORM = "const float t = x * x + 3.0f * x - 1.0f; y = t > 0.0f ? t : 0.0f;"
 
 
-def benchmark(tools, plugins: list[Plugin], gpu, library_ptx: ObjectCode) -> None:
-    """[4] Each plug-in's kernel built every way, timed against CuPy and a copy, and verified."""
+def linked(kind: str, plugin: Plugin, arch: str, step, library, plugin_code) -> Build:
+    """The build of `kind`: the library's code and the plug-in's linked by `step`, timed."""
+    cubin, link_ms = timed(step, arch, library, plugin_code)
+    return Build(kind, plugin.name, arch, cubin, (library, plugin_code), link_ms=link_ms)
+
+
+def benchmark(arch: str, plugins: list[Plugin], gpu, builds: list[Build]) -> None:
+    """[4] Each plug-in's ptx and lto builds, and its builds of other ways, each kernel timed and
+    checked; a device copy of the same bytes is the ceiling."""
     print("\n[4] Benchmark")
+    pointer_ptx = compile_ptx(POINTER_LIBRARY_SOURCE, arch, "pointer_library.cu")
+    pointer_ltoir = compile_ltoir(POINTER_LIBRARY_SOURCE, arch, "pointer_library.cu")
     rows = []
-    pointer_ptx = tools.compile(compile_ptx, POINTER_LIBRARY)
-    pointer_ltoir = tools.compile(compile_ltoir, POINTER_LIBRARY)
-    constant_ltoir = tools.compile(compile_ltoir, CONSTANT_POINTER_LIBRARY)
     for plugin in plugins:
-        ptx, lto = tools.find("ptx", plugin), tools.find("lto", plugin)
-        plugin_ptx, plugin_ltoir = ptx.inputs[1], lto.inputs[1]
-        # The half-LTO trap: a library shipped as PTX, a plug-in compiled to LTO-IR. It links, and
-        # inlines nothing: nvJitLink optimizes across the LTO-IR inputs, and only those.
-        builds = [ptx, lto, tools.link(link_lto, "half-LTO", plugin, library_ptx, plugin_ltoir),
-                  tools.link(link_ptx, "pointer", plugin, pointer_ptx, plugin_ptx),
-                  tools.link(link_lto, "pointer LTO", plugin, pointer_ltoir, plugin_ltoir)]
-        if not plugin.is_python:  # CUDA C++ only: one source, and the pointer beside the plug-in
-            whole = replace(plugin, name="whole_program.cu", source=LIBRARY_SOURCE + plugin.source)
-            code = tools.compile(compile_whole_program, whole)
-            builds.insert(2, tools.new_build("whole program", plugin, [code], code))
-            with_pointer = tools.compile(compile_ltoir, replace(plugin, source=plugin.source + (
-                f"{CONSTANT_POINTER} = user_transform;\n")))
-            builds.append(tools.link(link_lto, "constant pointer LTO", plugin, constant_ltoir,
-                                     with_pointer))
-        for build in builds[2:]:
-            build.kernel = build.code.get_kernel("apply_transform")
-            tools.report(build)
-        expected = gpu.expected(plugin, lambda d_expected: run_kernel(gpu, ptx.kernel, d_expected))
-        rows += [jitlto_gpu.build_row(gpu, plugin, expected, b, launch_transform) for b in builds]
-        if plugin is DEFAULT_PLUGIN:
-            rows.append(jitlto_gpu.cupy_row(gpu, plugin, expected, CUPY_DEFAULT_TRANSFORM))
-    tools.record.data["benchmark"] = jitlto_gpu.finish_table(gpu, rows)
+        ptx, lto = (next(build for build in builds if build.kind == kind
+                         and build.plugin == plugin.name) for kind in ("ptx", "lto"))
+        (library_ptx, plugin_ptx), (_, plugin_ltoir) = ptx.inputs, lto.inputs
+        made = [ptx, lto,
+                # The half-LTO trap: the library as PTX, the plug-in as LTO-IR. It links, and
+                # inlines nothing: nvJitLink optimizes across its LTO-IR inputs, and only those.
+                linked("half-LTO", plugin, arch, link_lto, library_ptx, plugin_ltoir),
+                linked("pointer", plugin, arch, link_ptx, pointer_ptx, plugin_ptx),
+                linked("pointer LTO", plugin, arch, link_lto, pointer_ltoir, plugin_ltoir)]
+        if plugin.source is not None:  # a CUDA C++ plug-in: library and plug-in as one source
+            with failures_named(plugin.name):
+                whole, ms = timed(compile_whole_program, LIBRARY_SOURCE + plugin.source, arch,
+                                  plugin.name, plugin.include_path)
+            made.append(Build("whole program", plugin.name, arch, whole, compile_ms=ms))
+        for build in made:
+            if build not in (ptx, lto):
+                report(build)
+            kernel = build.cubin.get_kernel("apply_transform")
+            measure(build, plugin, gpu, lambda: launch_transform(kernel, gpu.stream, gpu.d_in,
+                                                                 gpu.d_out))
+        if plugin is DEFAULT_PLUGIN:  # what a user would otherwise write: CuPy's own kernel
+            transform = cp.ElementwiseKernel("float32 x", "float32 y", CUPY_DEFAULT_TRANSFORM)
+            made.append(measure(Build("cupy elementwise", plugin.name, arch), plugin, gpu,
+                                lambda: transform(gpu.d_in, gpu.d_out)))
+        rows += made
+    copy = measure(Build("device copy", "", arch), None, gpu, lambda: gpu.d_out.data.
+                   copy_from_device_async(gpu.d_in.data, gpu.d_in.nbytes))
+    benchmark_table(rows, copy, gpu.d_in.size)
+    builds += [build for build in rows if build not in builds] + [copy]
+
+
+def interrupted(signum, frame) -> None:
+    """Ctrl-C: one line, and exit 130 at once, whatever was running (no finalizer runs half-way)."""
+    os.write(2, b"jitLtoLinking.py: interrupted\n")
+    os._exit(130)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    signal.signal(signal.SIGINT, interrupted)
+    sys.stdout.reconfigure(line_buffering=True)  # each line shows as it is printed, pipes too
+    try:
+        sys.exit(main())
+    except SampleError as error:
+        print(f"jitLtoLinking.py: {'waived' if error.exit_code == 77 else 'error'}: {error}",
+              file=sys.stderr)
+        sys.exit(error.exit_code)
+    except BrokenPipeError:  # Python's recipe: standard output's reader went away
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(1)

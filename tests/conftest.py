@@ -1,29 +1,26 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Copyright (c) 2026, the jitLtoLinking authors
-"""Skip the tests marked gpu (or numba), with the reason, where there is no usable GPU (or numba-cuda)."""
-
-from __future__ import annotations
+"""Tests marked gpu (or numba) are skipped, with the reason, where there is no usable GPU (or
+numba-cuda)."""
 
 import pytest
-from helpers import utils
-
-
-def numba_problem() -> str | None:
-    """Why Python plug-ins cannot be built here (numba-cuda missing or broken), or None."""
-    try:
-        import jitlto_python
-    except Exception as exc:  # noqa: BLE001 -- whatever breaks the import, the sample would say so
-        return f"numba-cuda cannot be used here ({exc})"
-    return jitlto_python.PROBLEM
+from cuda.core import Device
+from helpers import utils  # noqa: F401 -- the sample's folder on the path first
 
 
 def gpu_problem() -> str | None:
     """Why GPU tests cannot run here, or None if they can."""
     try:
-        utils.list_devices()
-    except utils.WaivedError as exc:
-        return str(exc)
-    return None
+        return None if Device.get_all_devices() else "the CUDA driver sees no GPU"
+    except Exception as exc:  # noqa: BLE001 -- no driver, or one that cannot start
+        return f"no usable CUDA driver or GPU ({str(exc).strip()})"
+
+
+def numba_problem() -> str | None:
+    """Why Python plug-ins cannot be built here (numba-cuda missing or broken), or None."""
+    from Utilities.jitlto_python import numba_problem
+
+    return numba_problem()
 
 
 GPU_PROBLEM = gpu_problem()

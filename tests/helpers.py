@@ -3,8 +3,6 @@
 """What the tests share: the sample imported in-process, its own steps run for sm_90, and
 running it as a user does (also as a user without privileges)."""
 
-from __future__ import annotations
-
 import os
 import shutil
 import signal
@@ -15,31 +13,26 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PLUGINS = Path(__file__).resolve().parent / "plugins"
+PLUGINS = Path(__file__).resolve().parent / "plugins"  # plug-ins that fail, on purpose
 EXAMPLES = ROOT / "plugins"
 ARCH = "sm_90"  # an architecture NVRTC and nvJitLink build for without a GPU or a driver
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "Utilities"))
 
-import cuda_samples_utils as utils
-import jitlto_files
-import jitlto_run
-from jitlto_builds import Toolchain
-
-import jitLtoLinking as sample
+import jitLtoLinking as sample  # noqa: E402
+from Utilities import cuda_samples_utils as utils  # noqa: E402
+from Utilities.jitlto_inputs import read_plugins  # noqa: E402
 
 
-def run_sample(*args: str, env: dict | None = None, script: Path | None = None, timeout: float = 600, cwd=ROOT,
-               prefix: tuple = ()):  # fmt: skip
-    """Run the sample as a user does; return the CompletedProcess (text output)."""
-    return subprocess.run(
-        [*prefix, sys.executable, str(script or ROOT / "jitLtoLinking.py"), *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **(env or {})},
-        timeout=timeout,
-        cwd=cwd,
-    )
+def run_sample(*args, env=None, cwd=ROOT, prefix=(), timeout=600, script=None, **options):
+    """Run the sample as a user does; the CompletedProcess, its output as text."""
+    return subprocess.run([*prefix, sys.executable, str(script or ROOT / "jitLtoLinking.py"), *args],
+                          capture_output=True, text=True, env={**os.environ, **(env or {})},
+                          timeout=timeout, cwd=cwd, **options)
+
+
+def compile_only(*args, **options):
+    """The sample with --compile-only --arch sm_90 and `args`."""
+    return run_sample("--compile-only", "--arch", ARCH, *args, **options)
 
 
 def without_privileges() -> tuple:
@@ -61,37 +54,26 @@ def assert_clean_failure(result, code: int, *phrases: str) -> None:
         assert phrase in output, f"{phrase!r} not in:\n{output}"
 
 
-def interrupted_at(moment: str, *args: str):
-    """Run the sample, press Ctrl-C once it prints a line that starts with `moment`; the exit code
+def signalled_at(moment: str, *args: str, signum=signal.SIGINT, timeout=300):
+    """Run the sample, send `signum` once it prints a line that starts with `moment`; the exit code
     and standard error."""
     process = subprocess.Popen([sys.executable, str(ROOT / "jitLtoLinking.py"), *args],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     for line in process.stdout:  # the run says where it is, line by line
         if line.startswith(moment):
             break
-    process.send_signal(signal.SIGINT)
-    _, err = process.communicate(timeout=300)
+    process.send_signal(signum)
+    _, err = process.communicate(timeout=timeout)
     return process.returncode, err
 
 
-def make_tools(arch: str = ARCH, cache_dir=None, several_plugins: bool = False):
-    """The sample's own Toolchain for a --compile-only run for `arch`, as main() makes it."""
-    return Toolchain(arch, jitlto_run.Record(None), cache_dir, None, several_plugins)
-
-
-def lto_build(plugin, cache_dir=None, arch: str = ARCH):
-    """Step [2] of the sample for `plugin` alone, for `arch`: the LTO build, read from its code."""
-    tools = make_tools(arch, cache_dir)
-    sample.lto_linking(tools, [plugin], None, None)
-    return tools.find("lto", plugin), tools
-
-
 def cuda_plugin(path: Path):
-    """A CUDA C++ plug-in file as --plugin makes it."""
-    return jitlto_files.plugin_of(path.resolve(), path.read_text(), sample.PLUGIN_CONTRACT)
+    """A CUDA C++ plug-in file, as --plugin reads it."""
+    return read_plugins([str(path)], sample.PLUGIN_CONTRACT)[0]
 
 
-__all__ = [
-    "ARCH", "EXAMPLES", "interrupted_at", "PLUGINS", "ROOT", "assert_clean_failure", "cuda_plugin", "lto_build", "make_tools",
-    "run_sample", "sample", "utils", "without_privileges",
-]  # fmt: skip
+def lto_build(plugin, arch: str = ARCH):
+    """Step [2] of the sample for `plugin` alone, for `arch`, without a GPU: its build, reported."""
+    builds = []
+    sample.lto_linking(arch, [plugin], None, builds, None)
+    return builds[0]

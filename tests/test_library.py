@@ -1,92 +1,95 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Copyright (c) 2026, the jitLtoLinking authors
-"""--library FILE: the library shipped as LTO-IR, built once for the oldest GPU it supports. No GPU needed."""
-
-from __future__ import annotations
+"""--library FILE: the library shipped as LTO-IR, built once for the oldest GPU it supports. No GPU
+needed."""
 
 import json
-from pathlib import Path
+import random
+import subprocess
+import sys
 
 import pytest
-from helpers import ARCH, EXAMPLES, assert_clean_failure, run_sample
+from helpers import ARCH, EXAMPLES, ROOT, assert_clean_failure, compile_only, run_sample, sample
 
 
 @pytest.fixture(scope="module")
-def shipped(tmp_path_factory) -> Path:
-    """The library's LTO-IR built for sm_75 by the sample itself: --compile-only --arch sm_75 --emit DIR."""
-    emit = tmp_path_factory.mktemp("sm_75")
+def shipped(tmp_path_factory):
+    """The library's LTO-IR for sm_75, as the README says to make it."""
+    emit = tmp_path_factory.mktemp("ship") / "lib"
     result = run_sample("--compile-only", "--arch", "sm_75", "--emit", str(emit))
     assert result.returncode == 0, result.stderr
     return emit / "library.ltoir"
 
 
-def test_an_sm_75_library_links_for_sm_90_with_the_plugin_inlined_and_nothing_of_it_compiled(tmp_path, shipped):
+def lto_ir(tmp_path, name: str, source: str, arch: str = ARCH):
+    """A file of LTO-IR compiled from `source` by the sample's own step."""
+    path = tmp_path / name
+    path.write_bytes(bytes(sample.compile_ltoir(source, arch).code))
+    return path
+
+
+def test_a_library_built_for_sm_75_links_for_sm_90_as_the_one_compiled_there(tmp_path, shipped):
     path = tmp_path / "run.json"
-    plugins = [str(EXAMPLES / "default.cu"), str(EXAMPLES / "polynomial.cu")]
-    result = run_sample("--compile-only", "--arch", ARCH, "--library", str(shipped), "--plugin", plugins[0],
-                        "--plugin", plugins[1], "--json", str(path))  # fmt: skip
+    result = compile_only("--library", str(shipped), "--plugin", str(EXAMPLES / "polynomial.cu"), "--json", str(path))
     assert result.returncode == 0, result.stdout + result.stderr
-    record = json.loads(path.read_text())
-    lto = [b for b in record["builds"] if b["build"].startswith(("lto", "swap"))]
-    assert len(lto) == 3 and all(b["user_transform_inlined"] and b["library_from"] == str(shipped) for b in lto)
-    compiled = [c["module"] for b in record["builds"] for c in b["compiles"] if c["target"] == "ltoir"]
-    assert compiled == ["default.cu", "polynomial.cu", "swap_plugin.cu"], "library.cu is not compiled to LTO-IR"
-    assert f"library.cu not compiled in this run: its LTO-IR is {shipped}" in result.stdout
-    assert "library.cu not compiled in this run (its LTO-IR:" in result.stdout
+    assert f"  [lto] the library's LTO-IR: --library {shipped} (not compiled here)" in result.stdout
+    builds = {build["kind"]: build for build in json.loads(path.read_text())["builds"]}
+    own = json.loads(compile_only("--plugin", str(EXAMPLES / "polynomial.cu"), "--json", "-").stdout)
+    own_lto = next(build for build in own["builds"] if build["kind"] == "lto")
+    assert builds["lto"]["user_transform"] == builds["swap"]["user_transform"] == "inlined (0 calls left)"
+    assert (builds["lto"]["registers"], builds["lto"]["cubin_bytes"]) == (own_lto["registers"], own_lto["cubin_bytes"])
 
 
-def test_the_same_library_built_for_the_gpu_itself_links_to_the_same_cubin_size_and_registers(tmp_path, shipped):
-    runs = {}
-    for name, extra in (("own", []), ("shipped", ["--library", str(shipped)])):
-        path = tmp_path / f"{name}.json"
-        assert run_sample("--compile-only", "--arch", ARCH, *extra, "--json", str(path)).returncode == 0
-        lto = next(b for b in json.loads(path.read_text())["builds"] if b["build"] == "lto")
-        runs[name] = (lto["registers"], lto["cubin_bytes"])
-    assert runs["own"] == runs["shipped"] and runs["own"][1] > 0
+def test_a_library_for_a_newer_gpu_is_refused_with_the_rule(tmp_path):
+    library = lto_ir(tmp_path, "sm_100.ltoir", sample.LIBRARY_SOURCE, "sm_100")
+    assert_clean_failure(compile_only("--library", str(library)), 1, "arch newer than target arch",
+                         "built for a newer GPU than this one", "oldest GPU it supports")
 
 
-def test_library_lto_ir_for_a_newer_gpu_is_refused_with_the_rule(tmp_path):
-    emit = tmp_path / "sm_100"
-    assert run_sample("--compile-only", "--arch", "sm_100", "--emit", str(emit)).returncode == 0
-    result = run_sample("--compile-only", "--arch", ARCH, "--library", str(emit / "library.ltoir"))
-    assert_clean_failure(result, 1, "built for a newer architecture than this target", "oldest GPU it supports",
-                         "LTOIR arch newer than target arch")  # fmt: skip
+@pytest.mark.parametrize(("name", "source", "why"), [
+    ("renamed.ltoir", sample.LIBRARY_SOURCE.replace("apply_transform(", "apply_transform2("),
+     "it makes apply_transform2, not the kernel apply_transform alone"),
+    ("pointer.ltoir", sample.POINTER_LIBRARY_SOURCE, "library_user_transform_pointer, not the kernel"),
+    ("whole.ltoir", sample.LIBRARY_SOURCE + sample.DEFAULT_PLUGIN.source, "it already defines user_transform"),
+    ("plugin.ltoir", sample.DEFAULT_PLUGIN.source, "it already defines user_transform"),
+])
+def test_lto_ir_that_is_not_the_library_is_refused(tmp_path, name, source, why):
+    library = lto_ir(tmp_path, name, source)
+    assert_clean_failure(compile_only("--library", str(library)), 2, f"--library {library}: is not the "
+                         "library's LTO-IR", why, "--compile-only --arch sm_XX --emit DIR")
 
 
-@pytest.mark.parametrize(
-    ("content", "phrase"),
-    [
-        (b"//\n// Generated by NVIDIA NVVM Compiler\n.version 9.0\n.target sm_90\n", "it looks like PTX"),
-        (b"\x7fELF\x02\x01\x01" + b"\0" * 64, "it looks like an ELF file, such as a cubin"),
-        (bytes(range(256)) * 4, "its first bytes are not LTO-IR's"),
-        (b"", "empty"),
-    ],
-    ids=["ptx", "cubin", "random", "empty"],
-)
-def test_a_library_file_that_is_not_lto_ir_is_a_usage_error_saying_what_it_looks_like(tmp_path, content, phrase):
-    library = tmp_path / "library.bin"
-    library.write_bytes(content)
-    result = run_sample("--compile-only", "--arch", ARCH, "--library", str(library))
-    assert_clean_failure(result, 2, f"--library {library}: is not LTO-IR", phrase)
+@pytest.mark.parametrize("content", [b"", b"//\n.version 9.0\n.target sm_90\n", b"\x7fELF\x02\x01\x01" + b"\0" * 60],
+                         ids=["empty", "ptx", "cubin"])
+def test_a_file_that_is_not_lto_ir_is_refused(tmp_path, content):
+    (tmp_path / "lib.bin").write_bytes(content)
+    assert_clean_failure(compile_only("--library", str(tmp_path / "lib.bin")), 2, "is not LTO-IR")
 
 
-def test_a_missing_or_unreadable_library_is_a_usage_error(tmp_path):
-    assert_clean_failure(run_sample("--library", str(tmp_path / "nope.ltoir")), 2, "no such file")
-    assert_clean_failure(run_sample("--library", str(tmp_path)), 2, "is not a regular file")
+def test_a_missing_library_or_a_folder_is_refused(tmp_path):
+    assert_clean_failure(compile_only("--library", str(tmp_path / "nope.ltoir")), 2, "No such file")
+    assert_clean_failure(compile_only("--library", str(tmp_path)), 2, "Is a directory")
 
 
-def test_a_library_file_that_is_not_whole_lto_ir_is_refused_or_reported_never_a_crash(tmp_path):
+def test_damaged_lto_ir_is_refused_never_a_crash(tmp_path):
     junk = tmp_path / "junk.ltoir"
-    for seed in range(4):  # LTO-IR's first bytes, then noise
-        junk.write_bytes(b"\xedCN\x7f" + __import__("random").Random(seed).randbytes(3000))
-        result = run_sample("--compile-only", "--arch", ARCH, "--library", str(junk))
-        assert result.returncode in (1, 2) and "Traceback" not in result.stderr, result.stderr
-        assert "--library" in result.stderr or "LTO-IR" in result.stderr
+    for seed in range(3):  # LTO-IR's first bytes, then noise
+        junk.write_bytes(b"\xedCN\x7f" + random.Random(seed).randbytes(3000))
+        assert_clean_failure(compile_only("--library", str(junk)), 2, "is not the library's LTO-IR")
 
 
-def test_a_plugin_s_lto_ir_given_as_the_library_blames_the_library(tmp_path):
-    emit = tmp_path / "out"
-    assert run_sample("--compile-only", "--arch", ARCH, "--emit", str(emit)).returncode == 0
-    result = run_sample("--compile-only", "--arch", ARCH, "--library", str(emit / "default_plugin-cu" / "plugin.ltoir"))
-    assert_clean_failure(result, 2, "is not the library's LTO-IR", "does not define apply_transform")
-    assert "could not link default_plugin.cu" not in result.stderr
+def test_a_library_from_a_pipe_is_read_once(tmp_path, shipped):
+    command = f"{sys.executable} {ROOT / 'jitLtoLinking.py'} --compile-only --arch {ARCH} --library <(cat {shipped})"
+    result = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_trial_link_runs_nothing_from_the_current_folder(tmp_path, shipped):
+    ran = tmp_path / "ran"
+    for module in ("random", "platform", "calendar", "csv"):  # what the standard library imports
+        (tmp_path / f"{module}.py").write_text(f"open({str(ran)!r}, 'w').write('{module}')\n")
+    (tmp_path / "cuda").mkdir()
+    (tmp_path / "cuda" / "__init__.py").write_text(f"open({str(ran)!r}, 'w').write('cuda')\n")
+    result = compile_only("--library", str(shipped), cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert not ran.exists(), ran.read_text()

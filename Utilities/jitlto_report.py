@@ -1,0 +1,321 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) 2026, the jitLtoLinking authors
+"""One record per build: the report line, the benchmark row, the --json entry and the --emit files.
+What it says of the machine code is read off the cubin with pyelftools; on a GPU, its output is
+checked. --json and --emit are checked before anything is built and written when the run ends,
+however it ends; neither replaces a file of the user's."""
+
+import contextlib
+import io
+import json
+import math
+import os
+import struct
+import sys
+import tempfile
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from elftools.common.exceptions import ELFError
+from elftools.elf.elffile import ELFFile
+
+import numpy as np
+
+from .cuda_samples_utils import SampleError, UsageError, compare, driver_version, poison, print_table
+
+POINTER = "library_user_transform_pointer"  # the pointer builds' name for it (the library's)
+
+
+@dataclass(eq=False)  # a build is itself: two are never equal
+class Build:
+    """One build: how it was made, what its cubin holds, and how its kernel ran."""
+
+    kind: str  # "ptx", "lto", "swap"; --benchmark's "whole program", "half-LTO", "pointer", ...
+    plugin: str  # the plug-in's name: a user's file, by its path
+    arch: str = ""
+    cubin: object = field(default=None, repr=False)  # the linked code (an ObjectCode)
+    inputs: tuple = field(default=(), repr=False)  # what was linked: the library's, the plug-in's
+    compile_ms: float | None = None  # the plug-in's compile
+    link_ms: float | None = None
+    cubin_bytes: int | None = None
+    registers: int | None = None  # per thread, of apply_transform
+    calls_left: int | None = None  # calls to user_transform left in apply_transform
+    user_transform: str = ""  # what became of it: inlined, a call, ...
+    verification: dict | None = None  # what the check of its output found
+    note: str | None = None
+    kernel_ms: float | None = None  # --benchmark: the median kernel time
+
+    @property
+    def label(self) -> str:  # the kind; for a user's plug-in, with its file name
+        return f"{self.kind} {Path(self.plugin).name}" if "/" in self.plugin else self.kind
+
+    @property
+    def verified(self) -> bool | None:
+        return None if self.verification is None else self.verification["bad"] == 0
+
+    def as_json(self) -> dict:
+        return {"label": self.label, **{key: value for key, value in vars(self).items()
+                                        if key not in ("cubin", "inputs")}}
+
+
+def read_cubin(cubin: bytes) -> tuple[list[str], Counter, dict[str, int]]:
+    """A cubin's functions and variables, the calls apply_transform makes ({callee: count}), and
+    each function's registers. A call stays in the cubin as a relocation (the loader fills in the
+    callee's address) in the caller's `.rel.text.<caller>` section; an inlined callee that nothing
+    calls any more is gone from the symbol table. `.nv.info` records hold the registers."""
+    try:
+        elf = ELFFile(io.BytesIO(cubin))
+        symbols = list(elf.get_section_by_name(".symtab").iter_symbols())
+    except (ELFError, AttributeError, ValueError) as exc:
+        raise ValueError(f"not an ELF cubin ({exc})") from None
+    names = [s.name for s in symbols if s["st_info"]["type"] in ("STT_FUNC", "STT_OBJECT")]
+    calls, registers = Counter(), {}
+    for section in elf.iter_sections():
+        if section.name in (".rel.text.apply_transform", ".rela.text.apply_transform"):
+            calls.update(symbols[r["r_info_sym"]].name for r in section.iter_relocations())
+        data, at = section.data() if section.name.startswith(".nv.info") else b"", 0
+        while at + 4 <= len(data):  # records: format, attribute, then a 2-byte size and its bytes
+            size = struct.unpack_from("<H", data, at + 2)[0] if data[at] == 0x04 else 0
+            if data[at + 1] == 0x2F and size == 8:  # EIATTR_REGCOUNT: symbol index, registers
+                index, count = struct.unpack_from("<II", data, at + 4)
+                registers[symbols[index].name] = count
+            at += 4 + size
+    return names, calls, registers
+
+
+def report(build: Build) -> None:
+    """Read the build's figures off its cubin; print them, and what the check of its output found."""
+    cubin = bytes(build.cubin.code)
+    names, calls, registers = read_cubin(cubin)
+    mine = [name for name in names if name == "user_transform" or name.endswith("$user_transform")]
+    build.cubin_bytes, build.registers = len(cubin), registers.get("apply_transform")
+    build.calls_left = sum(count for callee, count in calls.items() if callee in mine)
+    if build.calls_left:
+        build.user_transform = f"still a call ({build.calls_left} call sites)"
+    elif POINTER in names:  # no call the loader fills in: the kernel calls through the pointer
+        build.user_transform = f"called through {POINTER} (an indirect call)"
+    elif mine:  # LTO's private copy ($caller$user_transform), called by a relative address
+        build.user_transform = "still a function (a private copy the kernel calls)"
+    else:
+        build.user_transform = "inlined (0 calls left)"
+    figures = [f"{what} {ms:.1f} ms" for what, ms in (("compile", build.compile_ms),
+                                                       ("link", build.link_ms)) if ms is not None]
+    lines = [", ".join([*figures, f"cubin {len(cubin):,} bytes", f"{build.registers} registers",
+                        f"user_transform {build.user_transform}"])]
+    found = build.verification
+    if build.note:
+        lines.append(build.note)
+    elif found and found["bad"] == 0:
+        lines += [f"{found['checked']:,} elements checked, largest error "
+                  f"{found['largest_error']:.3g}", f"result {found['against']}"]
+    elif found:
+        lines.append(f"FAILED: {failure(found)}")
+    print("\n".join(f"  [{build.label}] {line}" for line in lines))
+
+
+def verify(build: Build, plugin, gpu) -> None:
+    """Check every element of gpu.d_out against the plug-in's reference of the input, on every core;
+    without a reference, against what its first build (the PTX build) wrote, kept on the GPU."""
+    expected = gpu.expected.get(plugin.name)
+    if plugin.reference is None and expected is None:  # a .cu plug-in of the user's
+        gpu.expected[plugin.name] = gpu.d_out.copy()
+        build.note = (f"launched; {Path(plugin.name).name} has no NumPy reference: the next builds "
+                      "are checked against this build's output")
+    elif plugin.reference is None:
+        build.verification = {**compare(gpu.d_out, lambda start, stop: expected[start:stop].get()),
+                              "against": "cross-checked against the ptx build: they match"}
+    else:
+        reference = lambda start, stop: plugin.reference(gpu.x[start:stop])  # noqa: E731
+        by = ("NumPy reference" if plugin.source else
+              "the same Python function compiled for the CPU (numba.vectorize)")
+        build.verification = {**compare(gpu.d_out, reference), "against": f"verified against {by}"}
+
+
+def measure(build: Build, plugin, gpu, launch) -> Build:
+    """The build timed by CuPy's benchmark (CUDA events on CuPy's current stream): the median of 25
+    launches after 5, into a poisoned output, then checked (but for the copy's: it has no plug-in)."""
+    from cupyx.profiler import benchmark
+
+    poison(gpu.d_out, gpu.stream)
+    build.kernel_ms = float(np.median(benchmark(launch, n_repeat=25, n_warmup=5).gpu_times) * 1e3)
+    if plugin is not None:
+        verify(build, plugin, gpu)
+    return build
+
+
+def failure(found: dict) -> str:
+    unwritten = f" ({found['unwritten']:,} never written)" if found["unwritten"] else ""
+    return (f"{found['bad']:,} of {found['checked']:,} elements wrong, first at index "
+            f"{found['first_bad']:,}, largest error {found['largest_error']:.3g}{unwritten}")
+
+
+def benchmark_table(rows: list[Build], copy: Build, elements: int) -> None:
+    """Print the benchmark's table: each kernel's GB/s, its speed as a share of the copy's and its
+    time over the same plug-in's lto kernel's; then what failed its check."""
+    moved = 8 * elements  # 4 bytes read and 4 written per element
+    lto_ms = {row.plugin: row.kernel_ms for row in rows if row.kind == "lto"}
+    print(f"\n  {elements:,} elements, {moved:,} bytes moved per launch; kernel ms: median of 25 "
+          "launches after 5 warm-ups")
+    print_table(["build", "link ms", "cubin bytes", "registers", "calls left", "kernel ms", "GB/s",
+                 "% of copy", "LTO speed-up"],
+                [[row.label, number(row.link_ms, 1), number(row.cubin_bytes, 0), row.registers,
+                  row.calls_left, number(row.kernel_ms, 4), number(moved / row.kernel_ms / 1e6, 0),
+                  number(100 * copy.kernel_ms / row.kernel_ms, 1),
+                  number(row.kernel_ms / lto_ms.get(row.plugin, math.nan), 2, "x")]
+                 for row in [*rows, copy]])
+    print("  (LTO speed-up: the kernel's time over the lto kernel's, for the same plug-in)")
+    for row in rows:
+        if row.verified is False:
+            print(f"  [{row.label}] FAILED: {failure(row.verification)}")
+
+
+def number(value, digits: int, unit: str = "") -> str | None:
+    return None if value is None or math.isnan(value) else f"{value:,.{digits}f}{unit}"
+
+
+# ==== What a run writes: --json and --emit =====================================
+
+
+def forget_record(path: str | None) -> None:
+    """Remove the record an earlier run left at --json PATH, and nothing else: whatever ends this
+    run, even a kill, PATH no longer tells another run's outcome."""
+    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):  # then it holds no record
+        if os.path.isfile(path) and json.loads(Path(path).read_text())["sample"] == "jitLtoLinking":
+            os.unlink(path)
+
+
+def check_json(path: str, emit: str | None) -> None:
+    """UsageError unless --json PATH is '-', or names nothing yet (an earlier record is gone by now)
+    in a folder this user can write to, outside --emit."""
+    if path == "-":
+        return
+    if emit and Path(path).resolve().is_relative_to(Path(emit).resolve()):
+        raise UsageError(f"--json {path}: is inside --emit {emit}; choose a path outside it")
+    try:
+        os.lstat(path)
+        raise UsageError(f"--json {path}: something is there that is not a record of this sample; "
+                         "choose another path (--json - for standard output)")
+    except FileNotFoundError:
+        pass
+    except OSError as exc:  # a name too long, a folder this user cannot enter
+        raise UsageError(f"--json {path}: cannot write there ({exc.strerror})") from None
+    if not os.access(os.path.dirname(path), os.W_OK | os.X_OK):
+        raise UsageError(f"--json {path}: cannot write there (no folder this user can write to)")
+
+
+def check_emit(folder: str) -> None:
+    """UsageError unless --emit DIR is a new or empty folder that this user can write to."""
+    try:
+        if os.path.lexists(folder) and (not os.path.isdir(folder) or os.listdir(folder)):
+            raise UsageError(f"--emit {folder}: is not a new or empty folder (the run writes only "
+                             "where nothing would be replaced)")
+        nearest = next(path for path in [Path(folder), *Path(folder).parents] if path.exists())
+        if not os.access(nearest, os.W_OK | os.X_OK):
+            raise UsageError(f"--emit {folder}: cannot write there (Permission denied)")
+    except OSError as exc:
+        raise UsageError(f"--emit {folder}: cannot write there ({exc.strerror})") from None
+
+
+@contextlib.contextmanager
+def run_record(args):
+    """The run's builds, a list the steps add to. When the run ends, however it ends: --emit's
+    files, then the --json record with the exit code. With --json -, the run's story goes to
+    standard error, and standard output holds the record alone."""
+    builds, exit_code, record = [], 1, {"sample": "jitLtoLinking", "elements": args.elements}
+    story = contextlib.redirect_stdout(sys.stderr) if args.json == "-" else contextlib.nullcontext()
+    try:
+        with story:
+            record["versions"] = versions()
+            if args.emit:
+                os.makedirs(args.emit, exist_ok=True)
+            yield builds
+        exit_code = 0
+    except SampleError as error:
+        exit_code = error.exit_code
+        raise
+    finally:
+        problem = None
+        try:
+            if args.emit:
+                emit_builds(Path(args.emit), builds)
+        except SampleError as error:
+            problem, exit_code = error, exit_code or error.exit_code
+        if args.json:
+            write_json(args.json, {**record, "exit_code": exit_code,
+                                   "builds": [build.as_json() for build in builds]})
+        if problem:
+            raise problem
+
+
+def versions() -> dict:
+    """NVRTC's, nvJitLink's and the driver's versions; SampleError, with the fix, if NVRTC or
+    nvJitLink cannot be loaded."""
+    from cuda.bindings import nvjitlink, nvrtc
+
+    try:
+        return {"nvrtc": nvrtc.nvrtcVersion()[1:], "nvjitlink": nvjitlink.version(),
+                "driver": driver_version()}
+    except Exception as exc:  # noqa: BLE001 -- a library not found, a broken wheel
+        requirements = Path(__file__).resolve().parent.parent / "requirements.txt"
+        raise SampleError(f"NVRTC or nvJitLink could not be loaded ({exc}); install what the "
+                          f"sample needs with: python -m pip install -r {requirements}") from None
+
+
+def write_json(path: str, record: dict) -> None:
+    """The record to PATH ('-': standard output), whole or not at all: written beside it under a
+    temporary name, then renamed to PATH."""
+    text = json.dumps(record, indent=2) + "\n"
+    if path == "-":
+        sys.stdout.write(text)
+        return
+    temporary = None
+    try:
+        handle, temporary = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".jitLtoLinking-")
+        with os.fdopen(handle, "w", encoding="utf-8") as file:
+            file.write(text)
+        os.replace(temporary, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError, TypeError):
+            os.unlink(temporary)
+        raise SampleError(f"--json {path}: could not be written ({exc.strerror})") from None
+
+
+def emit_builds(folder: Path, builds: list) -> None:
+    """Each build's code under --emit DIR: each library once at the top (library.ltoir is what
+    --library takes); in a folder for each plug-in, each build's cubin, the plug-in code it linked,
+    and after LTO the PTX that LTO made (linked again, with ptx=True, to be read)."""
+    from cuda.core import Linker, LinkerOptions
+
+    written = set()
+    for build in builds:
+        plugin = Path(build.plugin)
+        here, kind = folder / f"{plugin.stem}-{plugin.suffix[1:]}", build.kind.replace(" ", "-")
+        files = {here / f"{kind}.cubin": build.cubin} if build.cubin else {}  # not CuPy's, the copy
+        if build.inputs:
+            library, plugin_code = build.inputs
+            files[folder / f"{Path(library.name).stem}.{library.code_type}"] = library
+            files[here / f"{kind}.plugin.{plugin_code.code_type}"] = plugin_code
+            if library.code_type == plugin_code.code_type == "ltoir":
+                options = LinkerOptions(arch=build.arch, link_time_optimization=True, ptx=True)
+                files[here / f"{kind}.ptx"] = Linker(*build.inputs, options=options).link("ptx")
+        for path, code in files.items():
+            if path not in written:  # a library: once
+                data = bytes(code.code)  # PTX as NVRTC makes it ends with a C string's NUL
+                write_new(path, data.rstrip(b"\0") if code.code_type == "ptx" else data)
+                written.add(path)
+
+
+def write_new(path: Path, data: bytes) -> None:
+    """Write a file that does not exist yet (another run's, in the same folder, stays as it is); if
+    that fails, nothing of it stays."""
+    path.parent.mkdir(exist_ok=True)
+    try:
+        with open(path, "xb") as file:
+            file.write(data)
+    except FileExistsError:
+        raise SampleError(f"--emit: {path} could not be written (another run wrote it)") from None
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            path.unlink()
+        raise SampleError(f"--emit: {path} could not be written ({exc.strerror})") from None
