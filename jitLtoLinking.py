@@ -16,7 +16,9 @@ Each kernel runs on a stream CuPy shares, and every element it writes is checked
 import os
 import signal
 import sys
+import time
 from contextlib import nullcontext
+from functools import partial
 
 try:
     import cupy as cp
@@ -24,13 +26,14 @@ try:
     from cuda.core import LaunchConfig, Linker, LinkerOptions, ObjectCode, Program, ProgramOptions
     from cuda.core import launch
 
-    from Utilities.cuda_samples_utils import SampleError, driver_version, open_gpu, poison, timed
-    from Utilities.jitlto_inputs import Plugin, check_library, failures_named, parse_args
+    from Utilities.cuda_samples_utils import SampleError, driver_version, open_gpu
+    from Utilities.jitlto_inputs import Plugin, check_library, cuda_headers, failures_named
+    from Utilities.jitlto_inputs import parse_args
     from Utilities.jitlto_python import compile_python
     from Utilities.jitlto_report import Build, benchmark_table, measure, report, run_record, verify
 except ImportError as missing:  # as the original sample: what is missing, and what to do
-    fix = ("the Utilities/ folder next to jitLtoLinking.py is incomplete: restore it from the sample"
-           if (missing.name or "").startswith("Utilities") else "install what the sample needs "
+    fix = ("the Utilities/ folder next to jitLtoLinking.py is incomplete: restore it from the "
+           "sample" if (missing.name or "").startswith("Utilities") else "install what it needs "
            f"with: python -m pip install -r {os.path.dirname(__file__) or '.'}/requirements.txt")
     sys.exit(f"jitLtoLinking.py: error: {missing}; {fix}")
 
@@ -127,6 +130,7 @@ SWAP_PLUGIN = Plugin("swap_plugin.cu", PLUGIN_CONTRACT + SWAP_PLUGIN_SOURCE, swa
 # Each step is cuda.core with its options written out: copy one, with the import line and the
 # sources, and it runs. `name` is what NVRTC calls the source (a plug-in file's path: its quoted
 # #includes are found next to it); `include_path`, where CUDA's own headers are.
+CUDA_HEADERS = cuda_headers()  # <cuda_fp16.h>, <cuda/std/cmath>, ...: from the installed wheels
 
 
 def compile_ptx(source: str, arch: str, name="library.cu", include_path=None) -> ObjectCode:
@@ -160,10 +164,16 @@ def link_lto(arch: str, library_ltoir: ObjectCode, plugin_ltoir: ObjectCode) -> 
     return Linker(library_ltoir, plugin_ltoir, options=options).link("cubin")
 
 
+def timed(step, *args):
+    """What step(*args) returns, and the milliseconds it took."""
+    start = time.perf_counter()
+    return step(*args), (time.perf_counter() - start) * 1e3
+
+
 # ==== The steps: each plug-in compiled, linked, launched and checked ==========
 
 
-def ptx_linking(arch: str, plugins: list[Plugin], gpu, builds: list[Build]) -> None:
+def ptx_linking(arch: str, plugins: list, gpu, builds: list) -> None:
     """[1] The library and each plug-in compiled to relocatable PTX, then linked."""
     print("\n[1] PTX linking (no LTO)")
     if gpu is None and driver_version() is None:  # LTO-IR needs no driver; PTX does
@@ -175,14 +185,14 @@ def ptx_linking(arch: str, plugins: list[Plugin], gpu, builds: list[Build]) -> N
             if plugin.source is None:  # a Python plug-in: numba-cuda compiles it
                 plugin_ptx, ms = timed(compile_python, plugin, "ptx", arch)
             else:
-                plugin_ptx, ms = timed(compile_ptx, plugin.source, arch, plugin.name,
-                                       plugin.include_path)
+                plugin_ptx, ms = timed(compile_ptx, plugin.source, arch, plugin.name, CUDA_HEADERS)
             cubin, link_ms = timed(link_ptx, arch, library_ptx, plugin_ptx)
-        builds.append(check(Build("ptx", plugin.name, arch, cubin, (library_ptx, plugin_ptx), ms,
-                                  link_ms), plugin, gpu))
+        builds.append(Build("ptx", plugin.name, arch, cubin, (library_ptx, plugin_ptx), ms,
+                            link_ms))
+        check(builds[-1], plugin, gpu)
 
 
-def lto_linking(arch: str, plugins: list[Plugin], gpu, builds: list[Build],
+def lto_linking(arch: str, plugins: list, gpu, builds: list,
                 library_ltoir: ObjectCode | None) -> ObjectCode:
     """[2] The library (unless --library gives its LTO-IR) and each plug-in compiled to LTO-IR,
     then linked with LTO. Returns the library's LTO-IR, for step [3]."""
@@ -196,21 +206,23 @@ def lto_linking(arch: str, plugins: list[Plugin], gpu, builds: list[Build],
                 plugin_ltoir, ms = timed(compile_python, plugin, "ltoir", arch)
             else:
                 plugin_ltoir, ms = timed(compile_ltoir, plugin.source, arch, plugin.name,
-                                         plugin.include_path)
+                                         CUDA_HEADERS)
             cubin, link_ms = timed(link_lto, arch, library_ltoir, plugin_ltoir)
-        builds.append(check(Build("lto", plugin.name, arch, cubin, (library_ltoir, plugin_ltoir),
-                                  ms, link_ms), plugin, gpu))
+        builds.append(Build("lto", plugin.name, arch, cubin, (library_ltoir, plugin_ltoir), ms,
+                            link_ms))
+        check(builds[-1], plugin, gpu)
     return library_ltoir
 
 
-def plugin_swap(arch: str, library_ltoir: ObjectCode, gpu, builds: list[Build]) -> None:
+def plugin_swap(arch: str, library_ltoir: ObjectCode, gpu, builds: list) -> None:
     """[3] The library's LTO-IR from step [2] linked with another plug-in: only that is compiled."""
     print("\n[3] Plug-in swap")
-    print("  [swap] the library's LTO-IR from step [2], linked again: only swap_plugin.cu is compiled")
+    print("  [swap] the library's LTO-IR from step [2], linked again: only the swap is compiled")
     swap_ltoir, ms = timed(compile_ltoir, SWAP_PLUGIN.source, arch, SWAP_PLUGIN.name)
     cubin, link_ms = timed(link_lto, arch, library_ltoir, swap_ltoir)
-    builds.append(check(Build("swap", SWAP_PLUGIN.name, arch, cubin, (library_ltoir, swap_ltoir),
-                              ms, link_ms), SWAP_PLUGIN, gpu))
+    builds.append(Build("swap", SWAP_PLUGIN.name, arch, cubin, (library_ltoir, swap_ltoir), ms,
+                        link_ms))
+    check(builds[-1], SWAP_PLUGIN, gpu)
 
 
 # ==== Launch and verify =======================================================
@@ -226,16 +238,15 @@ def launch_transform(kernel, stream, d_in, d_out, grid: int | None = None) -> No
     launch(stream, config, kernel, d_in.data.ptr, d_out.data.ptr, np.uint64(d_out.size))
 
 
-def check(build: Build, plugin: Plugin, gpu) -> Build:
-    """On a GPU, run the build's kernel and check every element it wrote; print its report."""
+def check(build, plugin, gpu) -> None:
+    """On a GPU, launch the build's kernel and check every element it wrote; print its report (a
+    failed check ends the run)."""
     if gpu is not None:
+        # verify() fills the output with a NaN no arithmetic makes (an element the kernel leaves
+        # unwritten fails), launches, waits, and compares each element with what it must be.
         kernel = build.cubin.get_kernel("apply_transform")
-        poison(gpu.d_out, gpu.stream)  # a NaN no arithmetic makes: an element left unwritten fails
-        launch_transform(kernel, gpu.stream, gpu.d_in, gpu.d_out)
-        gpu.stream.sync()
-        verify(build, plugin, gpu)
+        verify(build, plugin, gpu, partial(launch_transform, kernel))
     report(build)
-    return build
 
 
 # ==== main: the whole run in a screenful ======================================
@@ -255,12 +266,8 @@ def main(argv=None) -> int:
         plugin_swap(arch, library_ltoir, gpu, builds)                                    # [3]
         if args.benchmark:
             benchmark(arch, args.plugins, gpu, builds)                                   # [4]
-        if gpu is None:
-            print("\nBuilt and reported without launching. Done")
-        elif all(build.verified is not False for build in builds):
-            print("\nBoth PTX and LTO linked kernels produced matching results. Done")
-        else:
-            raise SampleError("verification FAILED: see the lines marked FAILED above")
+        print("\nBoth PTX and LTO linked kernels produced matching results. Done" if gpu else
+              "\nBuilt and reported without launching. Done")
         return 0
 
 
@@ -311,21 +318,20 @@ def benchmark(arch: str, plugins: list[Plugin], gpu, builds: list[Build]) -> Non
         if plugin.source is not None:  # a CUDA C++ plug-in: library and plug-in as one source
             with failures_named(plugin.name):
                 whole, ms = timed(compile_whole_program, LIBRARY_SOURCE + plugin.source, arch,
-                                  plugin.name, plugin.include_path)
+                                  plugin.name, CUDA_HEADERS)
             made.append(Build("whole program", plugin.name, arch, whole, compile_ms=ms))
         for build in made:
             if build not in (ptx, lto):
                 report(build)
-            kernel = build.cubin.get_kernel("apply_transform")
-            measure(build, plugin, gpu, lambda: launch_transform(kernel, gpu.stream, gpu.d_in,
-                                                                 gpu.d_out))
+            measure(build, plugin, gpu, partial(launch_transform,
+                                                build.cubin.get_kernel("apply_transform")))
         if plugin is DEFAULT_PLUGIN:  # what a user would otherwise write: CuPy's own kernel
             transform = cp.ElementwiseKernel("float32 x", "float32 y", CUPY_DEFAULT_TRANSFORM)
             made.append(measure(Build("cupy elementwise", plugin.name, arch), plugin, gpu,
-                                lambda: transform(gpu.d_in, gpu.d_out)))
+                                lambda stream, d_in, d_out: transform(d_in, d_out)))
         rows += made
-    copy = measure(Build("device copy", "", arch), None, gpu, lambda: gpu.d_out.data.
-                   copy_from_device_async(gpu.d_in.data, gpu.d_in.nbytes))
+    copy = measure(Build("device copy", "", arch), None, gpu, lambda stream, d_in, d_out: d_out.
+                   data.copy_from_device_async(d_in.data, d_in.nbytes))
     benchmark_table(rows, copy, gpu.d_in.size)
     builds += [build for build in rows if build not in builds] + [copy]
 

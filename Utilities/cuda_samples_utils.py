@@ -2,7 +2,7 @@
 # Copyright (c) 2026, the jitLtoLinking authors
 """Helpers any CUDA Python sample can share: NVIDIA's check_cuda_requirements, verify_array_result
 and print_gpu_info, with the same behaviour; errors that carry an exit code; the GPU opened with a
-stream CuPy shares; work on every core; float32 arrays checked element by element; timing; tables."""
+stream CuPy shares; work on every core; float32 arrays checked element by element; a table."""
 
 import contextlib
 import importlib
@@ -169,7 +169,7 @@ def standard_normal_float32(count: int, seed: int = 0, gpu_copy=None) -> np.ndar
 
 
 def poison(array, stream) -> None:
-    """Fill a float32 CuPy array with POISON_BITS, on `stream` (the driver's memset, by cuda.core)."""
+    """Fill a float32 CuPy array with POISON_BITS on `stream`: the driver's memset, by cuda.core."""
     Buffer.from_handle(array.data.ptr, array.nbytes, owner=array).fill(
         struct.pack("<I", POISON_BITS), stream=stream)
 
@@ -202,12 +202,6 @@ def compare(got, want, rtol: float = 1e-5, atol: float = 1e-5, piece: int = PIEC
 
 
 # ==== Timing, and tables ======================================================
-
-
-def timed(step, *args):
-    """What step(*args) returns, and the milliseconds it took."""
-    start = time.perf_counter()
-    return step(*args), (time.perf_counter() - start) * 1e3
 
 
 def print_table(headers: list[str], rows: list[list]) -> None:

@@ -4,7 +4,6 @@
 is built (a bad one is argparse's exit 2); and what NVRTC and nvJitLink say when a plug-in fails."""
 
 import contextlib
-import functools
 import json
 import os
 import re
@@ -34,14 +33,13 @@ class Plugin:
     name: str
     source: str | None  # CUDA C++, the library's contract first; None: Python, for numba-cuda
     reference: object = None  # NumPy's function; None: its builds are checked against each other
-    include_path: list | None = None  # where NVRTC finds CUDA's own headers, for a user's file
     function: object = None  # a Python plug-in's user_transform, once it is loaded
 
 
-@functools.cache
 def cuda_headers() -> list[str]:
     """Where CUDA's own headers are (<cuda_fp16.h>, <cuda/std/cmath>, ...): the installed wheels or
-    a CUDA Toolkit. (NVRTC 13.3 and newer bring them too: ProgramOptions(use_bundled_headers=True).)"""
+    a CUDA Toolkit. (NVRTC 13.3 and newer bring them too: ProgramOptions(use_bundled_headers=True))
+    """
     return [folder for folder in map(find_nvidia_header_directory, ("cudart", "cccl")) if folder]
 
 
@@ -61,13 +59,13 @@ def read_plugins(given: list[str], contract: str) -> list[Plugin]:
             if folder and (file.suffix not in (".cu", ".py") or file.name.startswith(".")):
                 continue
             source = read_text(file)
-            if file.suffix != ".py":  # its own name and lines in NVRTC's messages, after the contract
-                mine.append(Plugin(str(file), f"{contract}#line 1 {json.dumps(file.name)}\n{source}",
-                                   include_path=cuda_headers()))
+            if file.suffix != ".py":  # after the contract, its own name and lines for NVRTC's log
+                line_1 = f"#line 1 {json.dumps(file.name)}\n"
+                mine.append(Plugin(str(file), contract + line_1 + source))
             elif not folder or re.search(r"^def user_transform\b", source, re.MULTILINE):
                 mine.append(Plugin(str(file), None))
         if not mine:
-            raise UsageError(f"{path}: holds no .cu plug-in and no .py file defining user_transform")
+            raise UsageError(f"{path}: holds no .cu plug-in, no .py file defining user_transform")
         plugins += mine
     names = [Path(plugin.name).name for plugin in plugins]
     for name in names:
@@ -92,7 +90,7 @@ def read_text(path: Path) -> str:
     try:
         return data.decode()
     except UnicodeDecodeError as exc:
-        raise UsageError(f"{path}: is not UTF-8 text (byte {exc.start} cannot be decoded)") from None
+        raise UsageError(f"{path}: is not UTF-8 text (byte {exc.start} is not)") from None
 
 
 def read_library(text: str) -> ObjectCode:
@@ -103,14 +101,15 @@ def read_library(text: str) -> ObjectCode:
     except OSError as exc:
         raise UsageError(f"--library {path}: cannot be read ({exc.strerror})") from None
     if not data.startswith(LTOIR_MAGIC):
-        raise UsageError(f"--library {path}: is not LTO-IR (its first bytes are not LTO-IR's); {SHIP}")
+        raise UsageError(f"--library {path}: is not LTO-IR (its first bytes are not); {SHIP}")
     return ObjectCode.from_ltoir(data, name=str(path))
 
 
 # A trial link of --library's LTO-IR, on standard input, with a plug-in that returns x: the cubin.
 TRIAL_LINK = """import sys
 from cuda.core import Linker, LinkerOptions, ObjectCode, Program, ProgramOptions
-options = ProgramOptions(arch=sys.argv[1], relocatable_device_code=True, link_time_optimization=True)
+options = ProgramOptions(arch=sys.argv[1], relocatable_device_code=True,
+                         link_time_optimization=True)
 plugin = Program('extern "C" __device__ float user_transform(float x) { return x; }', "c++",
                  options).compile("ltoir")
 library = ObjectCode.from_ltoir(sys.stdin.buffer.read())
@@ -152,12 +151,13 @@ def parse_args(argv, default_plugin: Plugin, contract: str) -> Namespace:
         if option == "--json" or option.startswith("--json="):  # from here on, no earlier record
             forget_record(value if option == "--json" else option.removeprefix("--json="))
     parser = ArgumentParser(prog="jitLtoLinking.py", allow_abbrev=False,
-                            description="Link a plug-in into a library kernel, with and without LTO")
+                            description="Link a plug-in into a library's kernel, without and with "
+                            "LTO")
     add = parser.add_argument
     add("--elements", type=int, default=65536, metavar="N", help="elements (default 65536)")
     add("--device", type=int, default=0, metavar="D", help="the GPU to use (default 0)")
-    add("--plugin", action="append", default=[], metavar="FILE", help="your plug-in, repeatable: "
-        "a .cu or .py file that defines user_transform, or a folder of them")
+    add("--plugin", dest="plugins", action="append", default=[], metavar="FILE",
+        help="your plug-in, repeatable: a .cu or .py file that defines user_transform, or a folder")
     add("--benchmark", action="store_true", help="build every way; time and check each kernel")
     add("--emit", metavar="DIR", help="write each build's code into DIR, a new or empty folder")
     add("--json", metavar="PATH", help="write the run's figures to PATH ('-': standard output)")
@@ -178,7 +178,7 @@ def parse_args(argv, default_plugin: Plugin, contract: str) -> Namespace:
             if args.arch and args.arch not in supported:
                 raise UsageError(f"--arch {args.arch}: not an architecture this NVRTC builds for "
                                  f"({', '.join(supported)})")
-        args.plugins = read_plugins(args.plugin, contract) or [default_plugin]
+        args.plugins = read_plugins(args.plugins, contract) or [default_plugin]
         if any(plugin.source is None for plugin in args.plugins):
             problem = numba_problem()
             if problem:
@@ -220,12 +220,14 @@ def failures_named(plugin: str):
     try:
         yield
     except Exception as error:
-        tool = {"NVRTCError": "NVRTC could not compile", "nvJitLinkError": "nvJitLink could not link"}
+        tool = {"NVRTCError": "NVRTC could not compile", "nvJitLinkError": "nvJitLink could not"
+                " link"}
         if type(error).__name__ not in tool:
             raise
         log = clean(re.split(r"compilation log:|nvJitLink error log:", str(error))[-1])
         hint = next((f"\nhint: {h}" for pattern, h in HINTS if re.search(pattern, str(error))), "")
-        raise SampleError(f"{tool[type(error).__name__]} {Path(plugin).name}:\n{log}{hint}") from None
+        failed = tool[type(error).__name__]
+        raise SampleError(f"{failed} {Path(plugin).name}:\n{log}{hint}") from None
 
 
 def clean(text: str) -> str:

@@ -25,7 +25,8 @@ def numba_problem() -> str | None:
         import numba.cuda  # noqa: F401
     except Exception as exc:  # noqa: BLE001 -- not installed, or not for this NumPy
         return (f"Python plug-ins need numba-cuda, which cannot be imported here "
-                f"({type(exc).__name__}: {exc}); install versions that work together with: {INSTALL}")
+                f"({type(exc).__name__}: {exc}); install versions that work together with: "
+                + INSTALL)
     return None
 
 
@@ -43,7 +44,8 @@ def compile_python(plugin, target: str, arch: str) -> ObjectCode:
     name = Path(plugin.name).name
     plugin.function = plugin.function or load(Path(plugin.name))
     try:
-        plugin.reference = plugin.reference or numba.vectorize(["float32(float32)"])(plugin.function)
+        if plugin.reference is None:
+            plugin.reference = numba.vectorize(["float32(float32)"])(plugin.function)
         code, _ = cuda.compile(plugin.function, float32(float32), device=True, output=target,
                                abi="c", abi_info={"abi_name": "user_transform"},
                                cc=divmod(int(arch.removeprefix("sm_")), 10))

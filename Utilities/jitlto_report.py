@@ -22,7 +22,8 @@ from elftools.elf.elffile import ELFFile
 
 import numpy as np
 
-from .cuda_samples_utils import SampleError, UsageError, compare, driver_version, poison, print_table
+from .cuda_samples_utils import (SampleError, UsageError, compare, driver_version, poison,
+                                 print_table)
 
 POINTER = "library_user_transform_pointer"  # the pointer builds' name for it (the library's)
 
@@ -85,7 +86,7 @@ def read_cubin(cubin: bytes) -> tuple[list[str], Counter, dict[str, int]]:
 
 
 def report(build: Build) -> None:
-    """Read the build's figures off its cubin; print them, and what the check of its output found."""
+    """Read the build's figures off its cubin; print them and what the check of its output found."""
     cubin = bytes(build.cubin.code)
     names, calls, registers = read_cubin(cubin)
     mine = [name for name in names if name == "user_transform" or name.endswith("$user_transform")]
@@ -112,9 +113,19 @@ def report(build: Build) -> None:
     elif found:
         lines.append(f"FAILED: {failure(found)}")
     print("\n".join(f"  [{build.label}] {line}" for line in lines))
+    if build.verified is False:
+        raise SampleError(f"verification FAILED for {build.label}: see the line above")
 
 
-def verify(build: Build, plugin, gpu) -> None:
+def verify(build: Build, plugin, gpu, launch) -> None:
+    """Fill gpu.d_out with POISON_BITS; launch(stream, d_in, d_out); wait; check every element."""
+    poison(gpu.d_out, gpu.stream)
+    launch(gpu.stream, gpu.d_in, gpu.d_out)
+    gpu.stream.sync()
+    check_output(build, plugin, gpu)
+
+
+def check_output(build: Build, plugin, gpu) -> None:
     """Check every element of gpu.d_out against the plug-in's reference of the input, on every core;
     without a reference, against what its first build (the PTX build) wrote, kept on the GPU."""
     expected = gpu.expected.get(plugin.name)
@@ -134,13 +145,14 @@ def verify(build: Build, plugin, gpu) -> None:
 
 def measure(build: Build, plugin, gpu, launch) -> Build:
     """The build timed by CuPy's benchmark (CUDA events on CuPy's current stream): the median of 25
-    launches after 5, into a poisoned output, then checked (but for the copy's: it has no plug-in)."""
+    launches after 5, into a poisoned output, then checked (not the copy's: it has no plug-in)."""
     from cupyx.profiler import benchmark
 
     poison(gpu.d_out, gpu.stream)
-    build.kernel_ms = float(np.median(benchmark(launch, n_repeat=25, n_warmup=5).gpu_times) * 1e3)
+    timing = benchmark(launch, (gpu.stream, gpu.d_in, gpu.d_out), n_repeat=25, n_warmup=5)
+    build.kernel_ms = float(np.median(timing.gpu_times) * 1e3)
     if plugin is not None:
-        verify(build, plugin, gpu)
+        check_output(build, plugin, gpu)
     return build
 
 
@@ -165,9 +177,11 @@ def benchmark_table(rows: list[Build], copy: Build, elements: int) -> None:
                   number(row.kernel_ms / lto_ms.get(row.plugin, math.nan), 2, "x")]
                  for row in [*rows, copy]])
     print("  (LTO speed-up: the kernel's time over the lto kernel's, for the same plug-in)")
-    for row in rows:
-        if row.verified is False:
-            print(f"  [{row.label}] FAILED: {failure(row.verification)}")
+    failed = [row for row in rows if row.verified is False]
+    for row in failed:
+        print(f"  [{row.label}] FAILED: {failure(row.verification)}")
+    if failed:
+        raise SampleError(f"verification FAILED for {', '.join(row.label for row in failed)}")
 
 
 def number(value, digits: int, unit: str = "") -> str | None:

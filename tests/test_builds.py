@@ -14,7 +14,7 @@ from Utilities.jitlto_report import Build, read_cubin, report
 def built(kind, plugin, library_source, compile_step, link_step):
     """The library and the plug-in compiled by compile_step and linked by link_step, reported."""
     library = compile_step(library_source, ARCH)
-    plugin_code = compile_step(plugin.source, ARCH, plugin.name, plugin.include_path)
+    plugin_code = compile_step(plugin.source, ARCH, plugin.name, sample.CUDA_HEADERS)
     build = Build(kind, plugin.name, ARCH, link_step(ARCH, library, plugin_code), (library, plugin_code))
     report(build)
     return build
@@ -92,7 +92,7 @@ def test_compile_only_reports_every_step_and_the_swap_compiles_only_its_plugin()
     out = result.stdout
     assert "[2] LTO linking (link-time optimization)" in out and "[3] Plug-in swap" in out
     assert "  [lto] compile" in out and "user_transform inlined (0 calls left)" in out
-    assert "  [swap] the library's LTO-IR from step [2], linked again: only swap_plugin.cu is compiled" in out
+    assert "  [swap] the library's LTO-IR from step [2], linked again: only the swap is compiled" in out
     assert out.rstrip().endswith("Built and reported without launching. Done")
 
 
