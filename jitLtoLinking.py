@@ -4,13 +4,12 @@
 """JIT linking and link-time optimization (LTO) with cuda.core.
 
 A GPU library compiles its kernel once; a user hands it a device function, `user_transform`, as a
-plug-in; the two are linked at run time. You will learn to:
-[1] compile each on its own to relocatable PTX with `Program` (NVRTC) and link them with `Linker`
-    (nvJitLink): the kernel calls the plug-in;
-[2] compile them to LTO-IR and link with LTO, which inlines the plug-in into the kernel;
-[3] link the library's LTO-IR again with another plug-in, without compiling the library again;
-[4] with --benchmark, see when LTO pays: a whole program, the half-LTO trap, a function pointer.
-Each kernel runs on a stream CuPy shares, and every element it writes is checked.
+plug-in; the two are linked at run time. You will learn to: [1] compile each on its own to PTX
+with `Program` (NVRTC) and link them with `Linker` (nvJitLink): the kernel calls the plug-in;
+[2] compile them to LTO-IR and link with LTO, which inlines the plug-in into the kernel; [3] link
+the library's LTO-IR again with another plug-in; [4] with --benchmark, see when LTO pays (and the
+half-LTO trap, a function pointer). Each kernel runs on a stream CuPy shares; every element is
+checked.
 """
 
 import os
@@ -26,25 +25,26 @@ try:
     from cuda.core import LaunchConfig, Linker, LinkerOptions, ObjectCode, Program, ProgramOptions
     from cuda.core import launch
 
-    from Utilities.cuda_samples_utils import SampleError, driver_version, open_gpu
-    from Utilities.jitlto_inputs import Plugin, check_library, cuda_headers, failures_named
+    from Utilities.cuda_samples_utils import SampleError, driver_version, interrupted, open_gpu
+    from Utilities.jitlto_inputs import CUDA_HEADERS, Plugin, check_library, failures_named
     from Utilities.jitlto_inputs import parse_args
     from Utilities.jitlto_python import compile_python
     from Utilities.jitlto_report import Build, benchmark_table, measure, report, run_record, verify
-except ImportError as missing:  # as the original sample: what is missing, and what to do
-    fix = ("the Utilities/ folder next to jitLtoLinking.py is incomplete: restore it from the "
-           "sample" if (missing.name or "").startswith("Utilities") else "install what it needs "
-           f"with: python -m pip install -r {os.path.dirname(__file__) or '.'}/requirements.txt")
-    sys.exit(f"jitLtoLinking.py: error: {missing}; {fix}")
+except ImportError as missing:  # say what is missing, and how to get it
+    if (missing.name or "").startswith("Utilities"):
+        sys.exit(f"jitLtoLinking.py: error: {missing}; the Utilities/ folder next to the script is "
+                 "incomplete: restore it from the sample")
+    sys.exit(f"jitLtoLinking.py: error: {missing}; install what the sample needs with: python -m "
+             f"pip install -r {os.path.join(os.path.dirname(__file__), 'requirements.txt')}")
 
 
 # ==== Device code =============================================================
 
 # The library's contract with its plug-ins: user_transform is declared, not defined; the plug-in
-# linked in defines it. extern "C" keeps the name as written (no C++ name mangling), so the two
-# modules, and the linker between them, agree on `user_transform`. The library puts this header in
-# front of every plug-in too: there a user_transform of another signature is a compile error,
-# where LTO alone would link the mismatch silently.
+# linked in defines it. extern "C" keeps the name as written (no C++ name mangling), so both modules
+# and the linker agree on `user_transform`. The library puts this header in front of every plug-in
+# too: a user_transform of another signature is a compile error, where the linker, which matches
+# extern "C" names alone, would link it silently.
 PLUGIN_CONTRACT = 'extern "C" __device__ float user_transform(float x);\n'
 
 # The library's kernel: every element of `in`, through the plug-in, into `out`.
@@ -121,6 +121,7 @@ def swap_reference(x: np.ndarray) -> np.ndarray:
     return np.tanh(x) + np.float32(0.5) * x
 
 
+# A plug-in: its name, its source (after the library's contract), its output's NumPy reference.
 DEFAULT_PLUGIN = Plugin("default_plugin.cu", PLUGIN_CONTRACT + DEFAULT_PLUGIN_SOURCE,
                         default_reference)
 SWAP_PLUGIN = Plugin("swap_plugin.cu", PLUGIN_CONTRACT + SWAP_PLUGIN_SOURCE, swap_reference)
@@ -130,7 +131,6 @@ SWAP_PLUGIN = Plugin("swap_plugin.cu", PLUGIN_CONTRACT + SWAP_PLUGIN_SOURCE, swa
 # Each step is cuda.core with its options written out: copy one, with the import line and the
 # sources, and it runs. `name` is what NVRTC calls the source (a plug-in file's path: its quoted
 # #includes are found next to it); `include_path`, where CUDA's own headers are.
-CUDA_HEADERS = cuda_headers()  # <cuda_fp16.h>, <cuda/std/cmath>, ...: from the installed wheels
 
 
 def compile_ptx(source: str, arch: str, name="library.cu", include_path=None) -> ObjectCode:
@@ -197,9 +197,10 @@ def lto_linking(arch: str, plugins: list, gpu, builds: list,
     """[2] The library (unless --library gives its LTO-IR) and each plug-in compiled to LTO-IR,
     then linked with LTO. Returns the library's LTO-IR, for step [3]."""
     print("\n[2] LTO linking (link-time optimization)")
-    if library_ltoir is not None:
+    if library_ltoir is None:
+        library_ltoir = compile_ltoir(LIBRARY_SOURCE, arch)  # once, for every plug-in
+    else:
         print(f"  [lto] the library's LTO-IR: --library {library_ltoir.name} (not compiled here)")
-    library_ltoir = library_ltoir or compile_ltoir(LIBRARY_SOURCE, arch)  # once, for every plug-in
     for plugin in plugins:
         with failures_named(plugin.name):
             if plugin.source is None:
@@ -231,16 +232,14 @@ BLOCK_SIZE = 256
 
 
 def launch_transform(kernel, stream, d_in, d_out, grid: int | None = None) -> None:
-    """Launch apply_transform over every element of d_in into d_out, on `stream`: a float4 per
-    thread, within the grid's limit (the kernel's grid-stride loop covers any grid)."""
+    """apply_transform over d_in into d_out, on `stream`: a float4 a thread, or any grid given."""
     blocks = min(-(-d_out.size // (4 * BLOCK_SIZE)), 2**31 - 1)  # -(-a // b): a / b rounded up
     config = LaunchConfig(grid=grid or blocks, block=BLOCK_SIZE)
     launch(stream, config, kernel, d_in.data.ptr, d_out.data.ptr, np.uint64(d_out.size))
 
 
 def check(build, plugin, gpu) -> None:
-    """On a GPU, launch the build's kernel and check every element it wrote; print its report (a
-    failed check ends the run)."""
+    """On a GPU, launch the build's kernel and check its output; print the report (or FAILED)."""
     if gpu is not None:
         # verify() fills the output with a NaN no arithmetic makes (an element the kernel leaves
         # unwritten fails), launches, waits, and compares each element with what it must be.
@@ -255,12 +254,12 @@ def check(build, plugin, gpu) -> None:
 def main(argv=None) -> int:
     """Link each plug-in into the library without and with LTO, launch, verify; the exit code."""
     args = parse_args(argv, DEFAULT_PLUGIN, PLUGIN_CONTRACT)  # every input read and checked
-    # The GPU: its device, a stream CuPy shares, input and output, and room for an array a plug-in
+    # The GPU: its device, a stream CuPy shares, the input and output (and room: see open_gpu)
     gpu_session = nullcontext() if args.compile_only else open_gpu(args.device, args.elements,
                                                                    2 + len(args.plugins))
     with run_record(args) as builds, gpu_session as gpu:  # --json, --emit: written at the end
         arch = args.arch or f"sm_{gpu.device.arch}"
-        shipped = args.library and check_library(args.library, arch)  # --library FILE, if given
+        shipped = check_library(args.library, arch) if args.library else None  # --library FILE
         ptx_linking(arch, args.plugins, gpu, builds)                                     # [1]
         library_ltoir = lto_linking(arch, args.plugins, gpu, builds, shipped)           # [2]
         plugin_swap(arch, library_ltoir, gpu, builds)                                    # [3]
@@ -280,9 +279,9 @@ def compile_whole_program(source: str, arch: str, name="whole_program.cu", inclu
     return Program(source, "c++", options).compile("cubin")
 
 
-# The pre-LTO way: the library holds a device function pointer, set to the plug-in's function, and
-# the same kernel makes each call through it. The pointer is writable (the host could change it),
-# so no compiler or linker may assume what it holds. The plug-in is unchanged.
+# The pre-LTO way: the library holds a device function pointer, set to the plug-in's function; the
+# #define sends each call of the same kernel through it. The pointer is writable (the host could
+# change it), so no compiler or linker may assume what it holds. The plug-in is unchanged.
 POINTER_LIBRARY_SOURCE = PLUGIN_CONTRACT + r"""
 extern "C" __device__ float (*library_user_transform_pointer)(float) = user_transform;
 #define user_transform(x) library_user_transform_pointer(x)
@@ -305,45 +304,40 @@ def benchmark(arch: str, plugins: list[Plugin], gpu, builds: list[Build]) -> Non
     pointer_ptx = compile_ptx(POINTER_LIBRARY_SOURCE, arch, "pointer_library.cu")
     pointer_ltoir = compile_ltoir(POINTER_LIBRARY_SOURCE, arch, "pointer_library.cu")
     rows = []
-    for plugin in plugins:
-        ptx, lto = (next(build for build in builds if build.kind == kind
-                         and build.plugin == plugin.name) for kind in ("ptx", "lto"))
-        (library_ptx, plugin_ptx), (_, plugin_ltoir) = ptx.inputs, lto.inputs
-        made = [ptx, lto,
-                # The half-LTO trap: the library as PTX, the plug-in as LTO-IR. It links, and
-                # inlines nothing: nvJitLink optimizes across its LTO-IR inputs, and only those.
-                linked("half-LTO", plugin, arch, link_lto, library_ptx, plugin_ltoir),
-                linked("pointer", plugin, arch, link_ptx, pointer_ptx, plugin_ptx),
-                linked("pointer LTO", plugin, arch, link_lto, pointer_ltoir, plugin_ltoir)]
+    for plugin in plugins:  # its ptx and lto builds, from steps [1] and [2], then new ones
+        ptx, lto = [b for b in builds if b.plugin == plugin.name and b.kind in ("ptx", "lto")]
+        library_ptx, plugin_ptx = ptx.inputs
+        plugin_ltoir = lto.inputs[1]
+        # The half-LTO trap: the library as PTX, the plug-in as LTO-IR. It links, and inlines
+        # nothing: nvJitLink optimizes across its LTO-IR inputs, and only those.
+        new = [linked("half-LTO", plugin, arch, link_lto, library_ptx, plugin_ltoir),
+               linked("pointer", plugin, arch, link_ptx, pointer_ptx, plugin_ptx),
+               linked("pointer LTO", plugin, arch, link_lto, pointer_ltoir, plugin_ltoir)]
         if plugin.source is not None:  # a CUDA C++ plug-in: library and plug-in as one source
             with failures_named(plugin.name):
                 whole, ms = timed(compile_whole_program, LIBRARY_SOURCE + plugin.source, arch,
                                   plugin.name, CUDA_HEADERS)
-            made.append(Build("whole program", plugin.name, arch, whole, compile_ms=ms))
-        for build in made:
-            if build not in (ptx, lto):
-                report(build)
-            measure(build, plugin, gpu, partial(launch_transform,
-                                                build.cubin.get_kernel("apply_transform")))
+            new.append(Build("whole program", plugin.name, arch, whole, compile_ms=ms))
+        for build in new:
+            report(build)
+        for build in [ptx, lto, *new]:
+            kernel = build.cubin.get_kernel("apply_transform")
+            measure(build, plugin, gpu, partial(launch_transform, kernel))
         if plugin is DEFAULT_PLUGIN:  # what a user would otherwise write: CuPy's own kernel
             transform = cp.ElementwiseKernel("float32 x", "float32 y", CUPY_DEFAULT_TRANSFORM)
-            made.append(measure(Build("cupy elementwise", plugin.name, arch), plugin, gpu,
-                                lambda stream, d_in, d_out: transform(d_in, d_out)))
-        rows += made
-    copy = measure(Build("device copy", "", arch), None, gpu, lambda stream, d_in, d_out: d_out.
-                   data.copy_from_device_async(d_in.data, d_in.nbytes))
+            new.append(measure(Build("cupy elementwise", plugin.name, arch), plugin, gpu,
+                               lambda stream, d_in, d_out: transform(d_in, d_out)))
+        rows += [ptx, lto, *new]
+        builds += new
+    copy = Build("device copy", "", arch)  # the ceiling: the same bytes, read and written
+    measure(copy, None, gpu, lambda stream, d_in, d_out: d_out.data.copy_from_device_async(
+        d_in.data, d_in.nbytes))
     benchmark_table(rows, copy, gpu.d_in.size)
-    builds += [build for build in rows if build not in builds] + [copy]
-
-
-def interrupted(signum, frame) -> None:
-    """Ctrl-C: one line, and exit 130 at once, whatever was running (no finalizer runs half-way)."""
-    os.write(2, b"jitLtoLinking.py: interrupted\n")
-    os._exit(130)
+    builds.append(copy)
 
 
 if __name__ == "__main__":
-    signal.signal(signal.SIGINT, interrupted)
+    signal.signal(signal.SIGINT, interrupted)  # Ctrl-C: one line, and exit 130 at once
     sys.stdout.reconfigure(line_buffering=True)  # each line shows as it is printed, pipes too
     try:
         sys.exit(main())

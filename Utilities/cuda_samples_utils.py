@@ -84,7 +84,8 @@ def driver_version() -> str | None:
 
 @contextlib.contextmanager
 def open_gpu(index: int, elements: int, arrays: int):
-    """The GPU of a run: `device` (index), with room for `arrays` float32 arrays of `elements`;
+    """The GPU of a run: `device` (index), with room for `arrays` float32 arrays of `elements` (the
+    input, the output, and one a plug-in without a NumPy reference keeps: its PTX build's output);
     `stream`, cuda.core's, CuPy's current stream meanwhile; a standard-normal input on the host (x)
     and on the GPU (d_in); an output (d_out); and `expected`, each plug-in's expected output that
     is kept on the GPU. All given back at the end of the `with`, CuPy's stream put back."""
@@ -201,7 +202,7 @@ def compare(got, want, rtol: float = 1e-5, atol: float = 1e-5, piece: int = PIEC
             "largest_error": max(part["largest_error"] for part in parts)}
 
 
-# ==== Timing, and tables ======================================================
+# ==== A table, and Ctrl-C =====================================================
 
 
 def print_table(headers: list[str], rows: list[list]) -> None:
@@ -213,3 +214,10 @@ def print_table(headers: list[str], rows: list[list]) -> None:
         line = "  ".join(cell.ljust(width) if i == 0 else cell.rjust(width)
                          for i, (cell, width) in enumerate(zip(row, widths)))
         print("  " + line.rstrip())
+
+
+def interrupted(signum, frame) -> None:
+    """Ctrl-C (a SIGINT handler): one line, and exit 130 at once, whatever was running, so that no
+    finalizer runs half-way and no "Exception ignored" lines follow."""
+    os.write(2, f"{os.path.basename(sys.argv[0])}: interrupted\n".encode())
+    os._exit(130)

@@ -13,7 +13,7 @@ from argparse import ArgumentParser, Namespace
 from dataclasses import dataclass
 from pathlib import Path
 
-from cuda.bindings import nvrtc
+from cuda.bindings import nvjitlink, nvrtc
 from cuda.core import ObjectCode
 from cuda.pathfinder import find_nvidia_header_directory
 
@@ -21,6 +21,9 @@ from .cuda_samples_utils import SampleError, UsageError
 from .jitlto_python import numba_problem
 from .jitlto_report import check_emit, check_json, forget_record, read_cubin
 
+# Where CUDA's own headers are (<cuda_fp16.h>, <cuda/std/cmath>, ...): the installed wheels or a
+# CUDA Toolkit. (NVRTC 13.3 and newer bring them too: ProgramOptions(use_bundled_headers=True).)
+CUDA_HEADERS = [path for path in map(find_nvidia_header_directory, ("cudart", "cccl")) if path]
 LTOIR_MAGIC = b"\xedCN\x7f"  # how NVVM's LTO-IR containers begin
 SHIP = "give the library.ltoir that --compile-only --arch sm_XX --emit DIR writes"
 
@@ -34,13 +37,6 @@ class Plugin:
     source: str | None  # CUDA C++, the library's contract first; None: Python, for numba-cuda
     reference: object = None  # NumPy's function; None: its builds are checked against each other
     function: object = None  # a Python plug-in's user_transform, once it is loaded
-
-
-def cuda_headers() -> list[str]:
-    """Where CUDA's own headers are (<cuda_fp16.h>, <cuda/std/cmath>, ...): the installed wheels or
-    a CUDA Toolkit. (NVRTC 13.3 and newer bring them too: ProgramOptions(use_bundled_headers=True))
-    """
-    return [folder for folder in map(find_nvidia_header_directory, ("cudart", "cccl")) if folder]
 
 
 def read_plugins(given: list[str], contract: str) -> list[Plugin]:
@@ -173,11 +169,10 @@ def parse_args(argv, default_plugin: Plugin, contract: str) -> Namespace:
             raise UsageError("--compile-only and --arch go together: a run on a GPU builds for it")
         if args.compile_only and args.benchmark:
             raise UsageError("--benchmark times kernels on a GPU; --compile-only launches nothing")
-        with contextlib.suppress(RuntimeError):  # no NVRTC to load: the run says so, and the fix
-            supported = [f"sm_{number}" for number in nvrtc.nvrtcGetSupportedArchs()[1]]
-            if args.arch and args.arch not in supported:
-                raise UsageError(f"--arch {args.arch}: not an architecture this NVRTC builds for "
-                                 f"({', '.join(supported)})")
+        supported = [f"sm_{number}" for number in tools_loaded()]
+        if args.arch and args.arch not in supported:
+            raise UsageError(f"--arch {args.arch}: not an architecture this NVRTC builds for "
+                             f"({', '.join(supported)})")
         args.plugins = read_plugins(args.plugins, contract) or [default_plugin]
         if any(plugin.source is None for plugin in args.plugins):
             problem = numba_problem()
@@ -193,6 +188,18 @@ def parse_args(argv, default_plugin: Plugin, contract: str) -> Namespace:
     except UsageError as exc:
         parser.error(str(exc))
     return args
+
+
+def tools_loaded() -> list[int]:
+    """The architectures NVRTC builds for, once NVRTC and nvJitLink are loaded; SampleError, with
+    the fix, if one cannot be (cuda-core[cu13] brings both, plain cuda-core neither)."""
+    try:
+        nvjitlink.version()
+        return list(nvrtc.nvrtcGetSupportedArchs()[1])
+    except RuntimeError as exc:  # a library not found, a broken wheel
+        requirements = Path(__file__).resolve().parent.parent / "requirements.txt"
+        raise SampleError(f"NVRTC or nvJitLink could not be loaded ({exc}); install what the "
+                          f"sample needs with: python -m pip install -r {requirements}") from None
 
 
 def absolute(path: str) -> str:

@@ -22,8 +22,7 @@ from elftools.elf.elffile import ELFFile
 
 import numpy as np
 
-from .cuda_samples_utils import (SampleError, UsageError, compare, driver_version, poison,
-                                 print_table)
+from .cuda_samples_utils import SampleError, UsageError, compare, poison, print_table
 
 POINTER = "library_user_transform_pointer"  # the pointer builds' name for it (the library's)
 
@@ -55,7 +54,7 @@ class Build:
     def verified(self) -> bool | None:
         return None if self.verification is None else self.verification["bad"] == 0
 
-    def as_json(self) -> dict:
+    def figures(self) -> dict:  # for --json: all but the code
         return {"label": self.label, **{key: value for key, value in vars(self).items()
                                         if key not in ("cubin", "inputs")}}
 
@@ -240,7 +239,6 @@ def run_record(args):
     story = contextlib.redirect_stdout(sys.stderr) if args.json == "-" else contextlib.nullcontext()
     try:
         with story:
-            record["versions"] = versions()
             if args.emit:
                 os.makedirs(args.emit, exist_ok=True)
             yield builds
@@ -257,23 +255,9 @@ def run_record(args):
             problem, exit_code = error, exit_code or error.exit_code
         if args.json:
             write_json(args.json, {**record, "exit_code": exit_code,
-                                   "builds": [build.as_json() for build in builds]})
+                                   "builds": [build.figures() for build in builds]})
         if problem:
             raise problem
-
-
-def versions() -> dict:
-    """NVRTC's, nvJitLink's and the driver's versions; SampleError, with the fix, if NVRTC or
-    nvJitLink cannot be loaded."""
-    from cuda.bindings import nvjitlink, nvrtc
-
-    try:
-        return {"nvrtc": nvrtc.nvrtcVersion()[1:], "nvjitlink": nvjitlink.version(),
-                "driver": driver_version()}
-    except Exception as exc:  # noqa: BLE001 -- a library not found, a broken wheel
-        requirements = Path(__file__).resolve().parent.parent / "requirements.txt"
-        raise SampleError(f"NVRTC or nvJitLink could not be loaded ({exc}); install what the "
-                          f"sample needs with: python -m pip install -r {requirements}") from None
 
 
 def write_json(path: str, record: dict) -> None:

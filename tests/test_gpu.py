@@ -127,7 +127,7 @@ def test_the_json_record_holds_the_device_figures_and_checks(tmp_path):
     result = run_sample("--elements", "1000", "--json", str(path))
     assert result.returncode == 0, result.stderr
     record = json.loads(path.read_text())
-    assert record["exit_code"] == 0 and record["elements"] == 1000 and record["versions"]["driver_cuda"]
+    assert record["exit_code"] == 0 and record["elements"] == 1000
     ptx, lto, swap = record["builds"]
     assert (ptx["kind"], lto["kind"], swap["kind"]) == ("ptx", "lto", "swap")
     assert all(b["verification"]["bad"] == 0 and b["verification"]["checked"] == 1000 for b in (ptx, lto, swap))

@@ -24,7 +24,7 @@ def test_the_record_holds_every_build_and_replaces_an_earlier_record(tmp_path):
     for _ in range(2):
         assert compile_only("--plugin", str(EXAMPLES / "polynomial.cu"), "--json", str(path)).returncode == 0
     run = record(path)
-    assert run["exit_code"] == 0 and run["sample"] == "jitLtoLinking" and run["versions"]["nvrtc"]
+    assert run["exit_code"] == 0 and run["sample"] == "jitLtoLinking"
     assert {"lto polynomial.cu", "swap"} <= {build["label"] for build in run["builds"]}
     lto = next(build for build in run["builds"] if build["kind"] == "lto")
     assert lto["user_transform"] == "inlined (0 calls left)" and lto["registers"] > 0

@@ -130,7 +130,7 @@ def test_a_missing_package_gets_the_install_command(tmp_path):
 def test_a_missing_utilities_folder_is_named_not_pip(tmp_path):
     shutil.copy(ROOT / "jitLtoLinking.py", tmp_path / "jitLtoLinking.py")
     result = run_sample("--help", script=tmp_path / "jitLtoLinking.py", cwd=tmp_path)
-    assert_clean_failure(result, 1, "the Utilities/ folder next to jitLtoLinking.py is incomplete")
+    assert_clean_failure(result, 1, "the Utilities/ folder next to the script is incomplete")
     assert "pip install" not in result.stderr
 
 
