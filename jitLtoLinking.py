@@ -39,7 +39,6 @@ except ImportError as missing:  # say what is missing, and how to get it
 
 
 # ==== Device code =============================================================
-
 # The library's contract with its plug-ins: user_transform is declared, not defined; the plug-in
 # linked in defines it. extern "C" keeps the name as written (no C++ name mangling), so both modules
 # and the linker agree on `user_transform`. The library puts this header in front of every plug-in
@@ -108,8 +107,6 @@ extern "C" __device__ float user_transform(float x)
 
 
 # ==== The plug-ins' NumPy references ==========================================
-
-
 def default_reference(x: np.ndarray) -> np.ndarray:
     """max(x*x + 3x - 1, 0) in float32, like the default plug-in."""
     y = x * x + np.float32(3.0) * x - np.float32(1.0)
@@ -131,8 +128,6 @@ SWAP_PLUGIN = Plugin("swap_plugin.cu", PLUGIN_CONTRACT + SWAP_PLUGIN_SOURCE, swa
 # Each step is cuda.core with its options written out: copy one, with the import line and the
 # sources, and it runs. `name` is what NVRTC calls the source (a plug-in file's path: its quoted
 # #includes are found next to it); `include_path`, where CUDA's own headers are.
-
-
 def compile_ptx(source: str, arch: str, name="library.cu", include_path=None) -> ObjectCode:
     """[1] One module compiled on its own to relocatable PTX."""
     # -rdc, relocatable device code: the module may call a function that another module
@@ -171,8 +166,6 @@ def timed(step, *args):
 
 
 # ==== The steps: each plug-in compiled, linked, launched and checked ==========
-
-
 def ptx_linking(arch: str, plugins: list, gpu, builds: list) -> None:
     """[1] The library and each plug-in compiled to relocatable PTX, then linked."""
     print("\n[1] PTX linking (no LTO)")
@@ -227,7 +220,6 @@ def plugin_swap(arch: str, library_ltoir: ObjectCode, gpu, builds: list) -> None
 
 
 # ==== Launch and verify =======================================================
-
 BLOCK_SIZE = 256
 
 
@@ -249,8 +241,6 @@ def check(build, plugin, gpu) -> None:
 
 
 # ==== main: the whole run in a screenful ======================================
-
-
 def main(argv=None) -> int:
     """Link each plug-in into the library without and with LTO, launch, verify; the exit code."""
     args = parse_args(argv, DEFAULT_PLUGIN, PLUGIN_CONTRACT)  # every input read and checked
@@ -271,8 +261,6 @@ def main(argv=None) -> int:
 
 
 # ==== Benchmark: what each way of building costs at run time ==================
-
-
 def compile_whole_program(source: str, arch: str, name="whole_program.cu", include_path=None):
     """Library and plug-in as one source, compiled straight to a cubin: no linker needed."""
     options = ProgramOptions(arch=arch, name=name, include_path=include_path)  # no -rdc: no linker

@@ -18,8 +18,6 @@ from cuda.bindings import driver
 from cuda.core import Buffer, Device
 
 # ==== NVIDIA's shared helpers, with the same behaviour ========================
-
-
 def check_cuda_requirements() -> bool:
     """Whether CuPy and cuda.core can be imported; if not, say what to install."""
     try:
@@ -56,8 +54,6 @@ def print_gpu_info(device) -> None:
 
 
 # ==== Errors for the person at the terminal, each with its exit code ==========
-
-
 class SampleError(Exception):
     exit_code = 1  # the run failed
 
@@ -71,8 +67,6 @@ class WaivedError(SampleError):
 
 
 # ==== The GPU: a device, a stream CuPy shares, the input and output ===========
-
-
 def driver_version() -> str | None:
     """The driver's CUDA version as 'X.Y', or None without a driver."""
     try:
@@ -84,11 +78,10 @@ def driver_version() -> str | None:
 
 @contextlib.contextmanager
 def open_gpu(index: int, elements: int, arrays: int):
-    """The GPU of a run: `device` (index), with room for `arrays` float32 arrays of `elements` (the
-    input, the output, and one a plug-in without a NumPy reference keeps: its PTX build's output);
-    `stream`, cuda.core's, CuPy's current stream meanwhile; a standard-normal input on the host (x)
-    and on the GPU (d_in); an output (d_out); and `expected`, each plug-in's expected output that
-    is kept on the GPU. All given back at the end of the `with`, CuPy's stream put back."""
+    """The GPU of a run: `device` (index), with room for `arrays` float32 arrays of `elements`;
+    `stream`, cuda.core's and CuPy's current stream meanwhile; a standard-normal input on the host
+    (x) and the GPU (d_in); an output (d_out); `expected`, the PTX build's output of each plug-in
+    without a NumPy reference. All given back at the end of the `with`, CuPy's stream put back."""
     import cupy as cp
 
     try:
@@ -126,7 +119,6 @@ def open_gpu(index: int, elements: int, arrays: int):
 
 
 # ==== Work on every core, and checking float32 arrays =========================
-
 PIECE = 1 << 22  # elements a thread works on at a time: a few MiB, so memory stays bounded
 # A quiet NaN with a payload no arithmetic makes: an element that still holds it after a launch
 # was never written (fill the output with it first).
@@ -149,9 +141,8 @@ def on_every_core(work, count: int, label: str, piece: int = PIECE) -> list:
 
 def standard_normal_float32(count: int, seed: int = 0, gpu_copy=None) -> np.ndarray:
     """count standard-normal float32 values of numpy.random.default_rng(seed), drawn on every core:
-    piece k by the k-th of [default_rng(seed), *its spawned children], so that the first PIECE
-    are default_rng(seed)'s own and none depends on the threads; each copied to `gpu_copy`, a CuPy
-    array, as soon as it is drawn."""
+    piece k by the k-th of [default_rng(seed), *its spawned children], so the first PIECE are its
+    own and none depends on the threads; each copied to `gpu_copy`, a CuPy array, once drawn."""
     import cupy as cp
 
     first = np.random.default_rng(seed)
@@ -203,8 +194,6 @@ def compare(got, want, rtol: float = 1e-5, atol: float = 1e-5, piece: int = PIEC
 
 
 # ==== A table, and Ctrl-C =====================================================
-
-
 def print_table(headers: list[str], rows: list[list]) -> None:
     """Print rows under headers, columns right-aligned but the first; None prints as '-'."""
     cells = [headers] + [["-" if v is None else str(v) for v in row] for row in rows]

@@ -30,8 +30,7 @@ SHIP = "give the library.ltoir that --compile-only --arch sm_XX --emit DIR write
 
 @dataclass
 class Plugin:
-    """A plug-in: its name (a user's file, by its path, next to which NVRTC finds its quoted
-    #includes), what its compiler gets, and what its output is checked against."""
+    """A plug-in: its name (a user's file: its path), what its compiler gets, its output's check."""
 
     name: str
     source: str | None  # CUDA C++, the library's contract first; None: Python, for numba-cuda
@@ -116,8 +115,7 @@ sys.stdout.buffer.write(bytes(Linker(library, plugin, options=options).link("cub
 
 def check_library(library: ObjectCode, arch: str) -> ObjectCode:
     """--library's LTO-IR, once a trial link in a child process (nvJitLink can crash on a damaged
-    file; -P: the child imports nothing from the current folder) made the kernel apply_transform
-    and nothing else; else an error that says what is wrong with it."""
+    file; -P: it imports nothing from the current folder) made apply_transform alone; else why."""
     child = subprocess.run([sys.executable, "-P", "-c", TRIAL_LINK, arch], capture_output=True,
                            input=bytes(library.code))
     log = clean(child.stderr.decode(errors="replace").split("nvJitLink error log:")[-1])
@@ -138,8 +136,6 @@ def check_library(library: ObjectCode, arch: str) -> ObjectCode:
 
 
 # ==== The command line ========================================================
-
-
 def parse_args(argv, default_plugin: Plugin, contract: str) -> Namespace:
     """The command line, and every file it names read and checked; argparse's exit 2 if not."""
     argv = sys.argv[1:] if argv is None else argv
@@ -203,14 +199,11 @@ def tools_loaded() -> list[int]:
 
 
 def absolute(path: str) -> str:
-    """A path as the shell would take it (~ expanded), made absolute: a plug-in that changes the
-    current folder as it loads moves nothing."""
+    """A path, ~ expanded, made absolute: a plug-in that changes folder as it loads moves none."""
     return os.path.abspath(os.path.expanduser(path))
 
 
 # ==== What NVRTC and nvJitLink say when a plug-in fails, in the user's terms ====
-
-
 HINTS = [  # what a tool's log means, by what it says
     (r'cannot open source file "(cmath|math\.h|cstdlib|algorithm|limits)"', "CUDA's math functions "
      "(sinf, expf, ...) need no #include; for <cmath>'s names, #include <cuda/std/cmath> and use "
@@ -238,6 +231,5 @@ def failures_named(plugin: str):
 
 
 def clean(text: str) -> str:
-    """A tool's text without colour codes and control bytes but newline and tab (NVRTC's logs end
-    with a NUL byte), trimmed."""
+    """A tool's text without colour codes and control bytes (NVRTC's logs end with a NUL byte)."""
     return re.sub(r"\x1b\[[0-9;]*[A-Za-z]|[\x00-\x08\x0b-\x1f\x7f]", "", text).strip()

@@ -19,8 +19,7 @@ INSTALL = ("python -m pip install -r "
 
 
 def numba_problem() -> str | None:
-    """Why Python plug-ins cannot be compiled here, or None. (numba-cuda takes a second to load;
-    only runs with a .py plug-in load it.)"""
+    """Why Python plug-ins cannot be compiled here, or None (only they load numba-cuda, slow)."""
     try:
         import numba.cuda  # noqa: F401
     except Exception as exc:  # noqa: BLE001 -- not installed, or not for this NumPy
@@ -58,8 +57,7 @@ def compile_python(plugin, target: str, arch: str) -> ObjectCode:
 
 def load(path: Path):
     """Run the plug-in file, its folder importable first; its user_transform. Each plain function of
-    the modules of its folder becomes numba.njit(inline="always"), which numba compiles, and
-    inlines, for the GPU (without a driver) and for the CPU alike."""
+    its folder's modules becomes numba.njit(inline="always"), for the GPU (no driver) and CPU."""
     from numba import njit
 
     folder, before = path.parent, set(sys.modules)

@@ -1,9 +1,8 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Copyright (c) 2026, the jitLtoLinking authors
 """One record per build: the report line, the benchmark row, the --json entry and the --emit files.
-What it says of the machine code is read off the cubin with pyelftools; on a GPU, its output is
-checked. --json and --emit are checked before anything is built and written when the run ends,
-however it ends; neither replaces a file of the user's."""
+Its code is read off the cubin with pyelftools; on a GPU, its output is checked. --json and --emit
+are checked before anything is built, written when the run ends, and never replace a user's file."""
 
 import contextlib
 import io
@@ -188,11 +187,9 @@ def number(value, digits: int, unit: str = "") -> str | None:
 
 
 # ==== What a run writes: --json and --emit =====================================
-
-
 def forget_record(path: str | None) -> None:
-    """Remove the record an earlier run left at --json PATH, and nothing else: whatever ends this
-    run, even a kill, PATH no longer tells another run's outcome."""
+    """Remove an earlier run's record at --json PATH, and nothing else: whatever ends this run, even
+    a kill, PATH no longer tells another run's outcome."""
     with contextlib.suppress(OSError, ValueError, KeyError, TypeError):  # then it holds no record
         if os.path.isfile(path) and json.loads(Path(path).read_text())["sample"] == "jitLtoLinking":
             os.unlink(path)
@@ -232,9 +229,8 @@ def check_emit(folder: str) -> None:
 
 @contextlib.contextmanager
 def run_record(args):
-    """The run's builds, a list the steps add to. When the run ends, however it ends: --emit's
-    files, then the --json record with the exit code. With --json -, the run's story goes to
-    standard error, and standard output holds the record alone."""
+    """The run's builds, a list the steps add to; when the run ends, however it ends, --emit's files
+    and the --json record with the exit code. With --json -, the story goes to standard error."""
     builds, exit_code, record = [], 1, {"sample": "jitLtoLinking", "elements": args.elements}
     story = contextlib.redirect_stdout(sys.stderr) if args.json == "-" else contextlib.nullcontext()
     try:
@@ -280,9 +276,8 @@ def write_json(path: str, record: dict) -> None:
 
 
 def emit_builds(folder: Path, builds: list) -> None:
-    """Each build's code under --emit DIR: each library once at the top (library.ltoir is what
-    --library takes); in a folder for each plug-in, each build's cubin, the plug-in code it linked,
-    and after LTO the PTX that LTO made (linked again, with ptx=True, to be read)."""
+    """Each build's code in --emit DIR: each library once (library.ltoir is what --library takes);
+    per plug-in, each build's cubin, the plug-in code it linked, and the PTX that LTO made."""
     from cuda.core import Linker, LinkerOptions
 
     written = set()
@@ -305,8 +300,7 @@ def emit_builds(folder: Path, builds: list) -> None:
 
 
 def write_new(path: Path, data: bytes) -> None:
-    """Write a file that does not exist yet (another run's, in the same folder, stays as it is); if
-    that fails, nothing of it stays."""
+    """Write a file that does not exist yet (another run's stays); if that fails, no part stays."""
     path.parent.mkdir(exist_ok=True)
     try:
         with open(path, "xb") as file:
