@@ -159,10 +159,10 @@ def link_lto(arch: str, library_ltoir: ObjectCode, plugin_ltoir: ObjectCode) -> 
     return Linker(library_ltoir, plugin_ltoir, options=options).link("cubin")
 
 
-def timed(step, *args):
-    """What step(*args) returns, and the milliseconds it took."""
+def timed(call):
+    """What call() returns, and the milliseconds it took."""
     start = time.perf_counter()
-    return step(*args), (time.perf_counter() - start) * 1e3
+    return call(), (time.perf_counter() - start) * 1e3
 
 
 # ==== The steps: each plug-in compiled, linked, launched and checked ==========
@@ -176,10 +176,11 @@ def ptx_linking(arch: str, plugins: list, gpu, builds: list) -> None:
     for plugin in plugins:
         with failures_named(plugin.name):
             if plugin.source is None:  # a Python plug-in: numba-cuda compiles it
-                plugin_ptx, ms = timed(compile_python, plugin, "ptx", arch)
+                plugin_ptx, ms = timed(lambda: compile_python(plugin, "ptx", arch))
             else:
-                plugin_ptx, ms = timed(compile_ptx, plugin.source, arch, plugin.name, CUDA_HEADERS)
-            cubin, link_ms = timed(link_ptx, arch, library_ptx, plugin_ptx)
+                plugin_ptx, ms = timed(lambda: compile_ptx(plugin.source, arch, plugin.name,
+                                                           CUDA_HEADERS))
+            cubin, link_ms = timed(lambda: link_ptx(arch, library_ptx, plugin_ptx))
         builds.append(Build("ptx", plugin.name, arch, cubin, (library_ptx, plugin_ptx), ms,
                             link_ms))
         check(builds[-1], plugin, gpu)
@@ -197,11 +198,11 @@ def lto_linking(arch: str, plugins: list, gpu, builds: list,
     for plugin in plugins:
         with failures_named(plugin.name):
             if plugin.source is None:
-                plugin_ltoir, ms = timed(compile_python, plugin, "ltoir", arch)
+                plugin_ltoir, ms = timed(lambda: compile_python(plugin, "ltoir", arch))
             else:
-                plugin_ltoir, ms = timed(compile_ltoir, plugin.source, arch, plugin.name,
-                                         CUDA_HEADERS)
-            cubin, link_ms = timed(link_lto, arch, library_ltoir, plugin_ltoir)
+                plugin_ltoir, ms = timed(lambda: compile_ltoir(plugin.source, arch, plugin.name,
+                                                               CUDA_HEADERS))
+            cubin, link_ms = timed(lambda: link_lto(arch, library_ltoir, plugin_ltoir))
         builds.append(Build("lto", plugin.name, arch, cubin, (library_ltoir, plugin_ltoir), ms,
                             link_ms))
         check(builds[-1], plugin, gpu)
@@ -212,8 +213,8 @@ def plugin_swap(arch: str, library_ltoir: ObjectCode, gpu, builds: list) -> None
     """[3] The library's LTO-IR from step [2] linked with another plug-in: only that is compiled."""
     print("\n[3] Plug-in swap")
     print("  [swap] the library's LTO-IR from step [2], linked again: only the swap is compiled")
-    swap_ltoir, ms = timed(compile_ltoir, SWAP_PLUGIN.source, arch, SWAP_PLUGIN.name)
-    cubin, link_ms = timed(link_lto, arch, library_ltoir, swap_ltoir)
+    swap_ltoir, ms = timed(lambda: compile_ltoir(SWAP_PLUGIN.source, arch, SWAP_PLUGIN.name))
+    cubin, link_ms = timed(lambda: link_lto(arch, library_ltoir, swap_ltoir))
     builds.append(Build("swap", SWAP_PLUGIN.name, arch, cubin, (library_ltoir, swap_ltoir), ms,
                         link_ms))
     check(builds[-1], SWAP_PLUGIN, gpu)
@@ -281,7 +282,7 @@ CUPY_DEFAULT_TRANSFORM = "const float t = x * x + 3.0f * x - 1.0f; y = t > 0.0f 
 
 def linked(kind: str, plugin: Plugin, arch: str, step, library, plugin_code) -> Build:
     """The build of `kind`: the library's code and the plug-in's linked by `step`, timed."""
-    cubin, link_ms = timed(step, arch, library, plugin_code)
+    cubin, link_ms = timed(lambda: step(arch, library, plugin_code))
     return Build(kind, plugin.name, arch, cubin, (library, plugin_code), link_ms=link_ms)
 
 
@@ -303,8 +304,8 @@ def benchmark(arch: str, plugins: list[Plugin], gpu, builds: list[Build]) -> Non
                linked("pointer LTO", plugin, arch, link_lto, pointer_ltoir, plugin_ltoir)]
         if plugin.source is not None:  # a CUDA C++ plug-in: library and plug-in as one source
             with failures_named(plugin.name):
-                whole, ms = timed(compile_whole_program, LIBRARY_SOURCE + plugin.source, arch,
-                                  plugin.name, CUDA_HEADERS)
+                whole, ms = timed(lambda: compile_whole_program(LIBRARY_SOURCE + plugin.source,
+                                                                arch, plugin.name, CUDA_HEADERS))
             new.append(Build("whole program", plugin.name, arch, whole, compile_ms=ms))
         for build in new:
             report(build)

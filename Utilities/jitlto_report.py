@@ -16,10 +16,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
-
-import numpy as np
 
 from .cuda_samples_utils import SampleError, UsageError, compare, poison, print_table
 
