@@ -134,7 +134,7 @@ def check_output(build: Build, plugin, gpu) -> None:
         build.verification = {**compare(gpu.d_out, lambda start, stop: expected[start:stop].get()),
                               "against": "cross-checked against the ptx build: they match"}
     else:
-        reference = lambda start, stop: plugin.reference(gpu.x[start:stop])  # noqa: E731
+        reference = lambda start, stop: plugin.reference(gpu.x[start:stop])
         by = ("NumPy reference" if plugin.source else
               "the same Python function compiled for the CPU (numba.vectorize)")
         build.verification = {**compare(gpu.d_out, reference), "against": f"verified against {by}"}
@@ -142,11 +142,11 @@ def check_output(build: Build, plugin, gpu) -> None:
 
 def measure(build: Build, plugin, gpu, launch) -> Build:
     """The build timed by CuPy's benchmark (CUDA events on CuPy's current stream): the median of 25
-    launches after 5, into a poisoned output, then checked (not the copy's: it has no plug-in)."""
+    launches after 10, into a poisoned output, then checked (not the copy's: it has no plug-in)."""
     from cupyx.profiler import benchmark
 
     poison(gpu.d_out, gpu.stream)
-    timing = benchmark(launch, (gpu.stream, gpu.d_in, gpu.d_out), n_repeat=25, n_warmup=5)
+    timing = benchmark(launch, (gpu.stream, gpu.d_in, gpu.d_out), n_repeat=25, name=build.label)
     build.kernel_ms = float(np.median(timing.gpu_times) * 1e3)
     if plugin is not None:
         check_output(build, plugin, gpu)
@@ -165,7 +165,7 @@ def benchmark_table(rows: list[Build], copy: Build, elements: int) -> None:
     moved = 8 * elements  # 4 bytes read and 4 written per element
     lto_ms = {row.plugin: row.kernel_ms for row in rows if row.kind == "lto"}
     print(f"\n  {elements:,} elements, {moved:,} bytes moved per launch; kernel ms: median of 25 "
-          "launches after 5 warm-ups")
+          "launches after 10 warm-ups")
     print_table(["build", "link ms", "cubin bytes", "registers", "calls left", "kernel ms", "GB/s",
                  "% of copy", "LTO speed-up"],
                 [[row.label, number(row.link_ms, 1), number(row.cubin_bytes, 0), row.registers,

@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 import pytest
-from helpers import (ARCH, EXAMPLES, ROOT, assert_clean_failure, compile_only, run_sample, sample,
+from helpers import (ARCH, EXAMPLES, ROOT, assert_clean_failure, compile_only, run_sample,
                      signalled_at, without_privileges)
 
 

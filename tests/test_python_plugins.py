@@ -9,7 +9,7 @@ import textwrap
 
 import numpy as np
 import pytest
-from helpers import ARCH, EXAMPLES, ROOT, assert_clean_failure, compile_only, run_sample, sample
+from helpers import ARCH, EXAMPLES, ROOT, assert_clean_failure, compile_only, run_sample
 from Utilities.jitlto_inputs import Plugin
 from Utilities.jitlto_python import compile_python
 
