@@ -99,10 +99,7 @@ extern "C" __device__ float user_transform(float x)
 
 # The swap plug-in, linked in step [3] with the library's LTO-IR from step [2].
 SWAP_PLUGIN_SOURCE = r"""
-extern "C" __device__ float user_transform(float x)
-{
-    return tanhf(x) + 0.5f * x;
-}
+extern "C" __device__ float user_transform(float x) { return tanhf(x) + 0.5f * x; }
 """
 
 

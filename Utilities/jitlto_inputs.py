@@ -143,8 +143,7 @@ def parse_args(argv, default_plugin: Plugin, contract: str) -> Namespace:
         if option == "--json" or option.startswith("--json="):  # from here on, no earlier record
             forget_record(value if option == "--json" else option.removeprefix("--json="))
     parser = ArgumentParser(prog="jitLtoLinking.py", allow_abbrev=False,
-                            description="Link a plug-in into a library's kernel, without and with "
-                            "LTO")
+                            description="JIT linking and link-time optimization with cuda.core")
     add = parser.add_argument
     add("--elements", type=int, default=65536, metavar="N", help="elements (default 65536)")
     add("--device", type=int, default=0, metavar="D", help="the GPU to use (default 0)")

@@ -1,11 +1,10 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Copyright (c) 2026, the jitLtoLinking authors
 """One record per build: the report line, the benchmark row, the --json entry and the --emit files.
-Its code is read off the cubin with pyelftools; on a GPU, its output is checked. --json and --emit
+Its code is read off the cubin's ELF tables; on a GPU, its output is checked. --json and --emit
 are checked before anything is built, written when the run ends, and never replace a user's file."""
 
 import contextlib
-import io
 import json
 import math
 import os
@@ -17,8 +16,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from elftools.common.exceptions import ELFError
-from elftools.elf.elffile import ELFFile
 
 from .cuda_samples_utils import SampleError, UsageError, compare, poison, print_table
 
@@ -58,28 +55,33 @@ class Build:
 
 
 def read_cubin(cubin: bytes) -> tuple[list[str], Counter, dict[str, int]]:
-    """A cubin's functions and variables, the calls apply_transform makes ({callee: count}), and
-    each function's registers. A call stays in the cubin as a relocation (the loader fills in the
-    callee's address) in the caller's `.rel.text.<caller>` section; an inlined callee that nothing
-    calls any more is gone from the symbol table. `.nv.info` records hold the registers."""
-    try:
-        elf = ELFFile(io.BytesIO(cubin))
-        symbols = list(elf.get_section_by_name(".symtab").iter_symbols())
-    except (ELFError, AttributeError, ValueError) as exc:
-        raise ValueError(f"not an ELF cubin ({exc})") from None
-    names = [s.name for s in symbols if s["st_info"]["type"] in ("STT_FUNC", "STT_OBJECT")]
+    """A cubin's functions and variables, the calls apply_transform makes ({callee: count}) and each
+    function's registers, read off its ELF tables. A call stays as a relocation (the loader fills
+    in the address) in `.rel.text.<caller>`; an inlined callee nothing calls is gone."""
+    start, = struct.unpack_from("<Q", cubin, 0x28)  # (64-bit ELF) where the section headers are,
+    size, count, names_index = struct.unpack_from("<HHH", cubin, 0x3A)  # their size, count, names
+    # Each: name, type, flags, address, offset, size, link, info, alignment, entry size
+    headers = [struct.unpack_from("<IIQQQQIIQQ", cubin, start + i * size) for i in range(count)]
+    data = [cubin[header[4]:header[4] + header[5]] for header in headers]
+    string = lambda table, at: table[at:table.index(0, at)].decode()  # a C string in a table
+    sections = {string(data[names_index], h[0]): (d, h[6], h[9]) for h, d in zip(headers, data)}
+    symtab, strings, entry = sections[".symtab"]  # each symbol: name, type, ...
+    symbols = [struct.unpack_from("<IB", symtab, at) for at in range(0, len(symtab), entry)]
+    names = [string(data[strings], name) for name, _ in symbols]
     calls, registers = Counter(), {}
-    for section in elf.iter_sections():
-        if section.name in (".rel.text.apply_transform", ".rela.text.apply_transform"):
-            calls.update(symbols[r["r_info_sym"]].name for r in section.iter_relocations())
-        data, at = section.data() if section.name.startswith(".nv.info") else b"", 0
-        while at + 4 <= len(data):  # records: format, attribute, then a 2-byte size and its bytes
-            size = struct.unpack_from("<H", data, at + 2)[0] if data[at] == 0x04 else 0
-            if data[at + 1] == 0x2F and size == 8:  # EIATTR_REGCOUNT: symbol index, registers
-                index, count = struct.unpack_from("<II", data, at + 4)
-                registers[symbols[index].name] = count
+    for name, (records, _, entry) in sections.items():
+        if name in (".rel.text.apply_transform", ".rela.text.apply_transform"):  # offset, info
+            calls.update(names[struct.unpack_from("<Q", records, at + 8)[0] >> 32]  # its symbol
+                         for at in range(0, len(records), entry))
+        at = 0  # .nv.info records: format, attribute, then a 2-byte size and its bytes
+        while name.startswith(".nv.info") and at + 4 <= len(records):
+            size = struct.unpack_from("<H", records, at + 2)[0] if records[at] == 0x04 else 0
+            if records[at + 1] == 0x2F and size == 8:  # EIATTR_REGCOUNT: symbol index, registers
+                index, used = struct.unpack_from("<II", records, at + 4)
+                registers[names[index]] = used
             at += 4 + size
-    return names, calls, registers
+    kinds = (1, 2)  # STT_OBJECT, STT_FUNC: variables and functions
+    return [n for n, (_, kind) in zip(names, symbols) if kind & 0xF in kinds], calls, registers
 
 
 def report(build: Build) -> None:

@@ -120,11 +120,11 @@ def test_no_gpu_is_exit_77_with_one_line(no_gpu_here):
 
 
 def test_a_missing_package_gets_the_install_command(tmp_path):
-    (tmp_path / "elftools").mkdir()  # pyelftools, found first, and failing as a missing one does
-    (tmp_path / "elftools" / "__init__.py").write_text(
-        "raise ModuleNotFoundError(\"No module named 'elftools'\", name='elftools')\n")
+    (tmp_path / "cupy").mkdir()  # CuPy, found first, and failing as a missing one does
+    (tmp_path / "cupy" / "__init__.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'cupy'\", name='cupy')\n")
     result = run_sample("--help", env={"PYTHONPATH": str(tmp_path)})
-    assert_clean_failure(result, 1, "No module named 'elftools'", "pip install -r", "requirements.txt")
+    assert_clean_failure(result, 1, "No module named 'cupy'", "pip install -r", "requirements.txt")
 
 
 def test_a_missing_utilities_folder_is_named_not_pip(tmp_path):
