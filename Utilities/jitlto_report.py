@@ -143,12 +143,13 @@ def check_output(build: Build, plugin, gpu) -> None:
 
 
 def measure(build: Build, plugin, gpu, launch) -> Build:
-    """The build timed by CuPy's benchmark (CUDA events on CuPy's current stream): the median of 25
-    launches after 10, into a poisoned output, then checked (not the copy's: it has no plug-in)."""
+    """The build timed by CuPy's benchmark (CUDA events on CuPy's current stream): the median of 100
+    launches after 100 (the GPU's clocks rise from idle), then checked (the copy has no plug-in)."""
     from cupyx.profiler import benchmark
 
     poison(gpu.d_out, gpu.stream)
-    timing = benchmark(launch, (gpu.stream, gpu.d_in, gpu.d_out), n_repeat=25, name=build.label)
+    timing = benchmark(launch, (gpu.stream, gpu.d_in, gpu.d_out), n_repeat=100, n_warmup=100,
+                       name=build.label)
     build.kernel_ms = float(np.median(timing.gpu_times) * 1e3)
     if plugin is not None:
         check_output(build, plugin, gpu)
@@ -166,8 +167,8 @@ def benchmark_table(rows: list[Build], copy: Build, elements: int) -> None:
     time over the same plug-in's lto kernel's; then what failed its check."""
     moved = 8 * elements  # 4 bytes read and 4 written per element
     lto_ms = {row.plugin: row.kernel_ms for row in rows if row.kind == "lto"}
-    print(f"\n  {elements:,} elements, {moved:,} bytes moved per launch; kernel ms: median of 25 "
-          "launches after 10 warm-ups")
+    print(f"\n  {elements:,} elements, {moved:,} bytes moved per launch; kernel ms: median of 100 "
+          "launches after 100 warm-ups")
     print_table(["build", "link ms", "cubin bytes", "registers", "calls left", "kernel ms", "GB/s",
                  "% of copy", "LTO speed-up"],
                 [[row.label, number(row.link_ms, 1), number(row.cubin_bytes, 0), row.registers,
