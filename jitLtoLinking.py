@@ -166,7 +166,7 @@ def timed(call):
 def ptx_linking(arch: str, plugins: list, gpu, builds: list) -> None:
     """[1] The library and each plug-in compiled to relocatable PTX, then linked."""
     print("\n[1] PTX linking (no LTO)")
-    if gpu is None and driver_version() is None:  # LTO-IR needs no driver; PTX does
+    if gpu is None and driver_version() is None:  # compiling to PTX asks the driver its version
         print("  [ptx] skipped: cuda.core asks the driver which PTX it loads, and none is here")
         return
     library_ptx = compile_ptx(LIBRARY_SOURCE, arch)  # once, for every plug-in
@@ -178,8 +178,8 @@ def ptx_linking(arch: str, plugins: list, gpu, builds: list) -> None:
                 plugin_ptx, ms = timed(lambda: compile_ptx(plugin.source, arch, plugin.name,
                                                            CUDA_HEADERS))
             cubin, link_ms = timed(lambda: link_ptx(arch, library_ptx, plugin_ptx))
-        builds.append(Build("ptx", plugin.name, arch, cubin, (library_ptx, plugin_ptx), ms,
-                            link_ms))
+        builds.append(Build("ptx", plugin.name, arch, cubin, inputs=(library_ptx, plugin_ptx),
+                            compile_ms=ms, link_ms=link_ms))
         check(builds[-1], plugin, gpu)
 
 
@@ -194,14 +194,14 @@ def lto_linking(arch: str, plugins: list, gpu, builds: list,
         print(f"  [lto] the library's LTO-IR: --library {library_ltoir.name} (not compiled here)")
     for plugin in plugins:
         with failures_named(plugin.name):
-            if plugin.source is None:
+            if plugin.source is None:  # a Python plug-in: numba-cuda compiles it
                 plugin_ltoir, ms = timed(lambda: compile_python(plugin, "ltoir", arch))
             else:
                 plugin_ltoir, ms = timed(lambda: compile_ltoir(plugin.source, arch, plugin.name,
                                                                CUDA_HEADERS))
             cubin, link_ms = timed(lambda: link_lto(arch, library_ltoir, plugin_ltoir))
-        builds.append(Build("lto", plugin.name, arch, cubin, (library_ltoir, plugin_ltoir), ms,
-                            link_ms))
+        builds.append(Build("lto", plugin.name, arch, cubin, inputs=(library_ltoir, plugin_ltoir),
+                            compile_ms=ms, link_ms=link_ms))
         check(builds[-1], plugin, gpu)
     return library_ltoir
 
@@ -212,8 +212,8 @@ def plugin_swap(arch: str, library_ltoir: ObjectCode, gpu, builds: list) -> None
     print("  [swap] the library's LTO-IR from step [2], linked again: only the swap is compiled")
     swap_ltoir, ms = timed(lambda: compile_ltoir(SWAP_PLUGIN.source, arch, SWAP_PLUGIN.name))
     cubin, link_ms = timed(lambda: link_lto(arch, library_ltoir, swap_ltoir))
-    builds.append(Build("swap", SWAP_PLUGIN.name, arch, cubin, (library_ltoir, swap_ltoir), ms,
-                        link_ms))
+    builds.append(Build("swap", SWAP_PLUGIN.name, arch, cubin, inputs=(library_ltoir, swap_ltoir),
+                        compile_ms=ms, link_ms=link_ms))
     check(builds[-1], SWAP_PLUGIN, gpu)
 
 
@@ -242,7 +242,8 @@ def check(build, plugin, gpu) -> None:
 def main(argv=None) -> int:
     """Link each plug-in into the library without and with LTO, launch, verify; the exit code."""
     args = parse_args(argv, DEFAULT_PLUGIN, PLUGIN_CONTRACT)  # every input read and checked
-    # The GPU: its device, a stream CuPy shares, the input and output (and room: see open_gpu)
+    # The GPU: its device, a stream CuPy shares, the input and output; with room for an array per
+    # plug-in (its PTX build's output, kept to check the others against when it has no reference)
     gpu_session = nullcontext() if args.compile_only else open_gpu(args.device, args.elements,
                                                                    2 + len(args.plugins))
     with run_record(args) as builds, gpu_session as gpu:  # --json, --emit: written at the end
@@ -296,14 +297,14 @@ def benchmark(arch: str, plugins: list[Plugin], gpu, builds: list[Build]) -> Non
         plugin_ltoir = lto.inputs[1]
         # The half-LTO trap: the library as PTX, the plug-in as LTO-IR. It links, and inlines
         # nothing: nvJitLink optimizes across its LTO-IR inputs, and only those.
-        new = [linked("half-LTO", plugin, arch, link_lto, library_ptx, plugin_ltoir),
-               linked("pointer", plugin, arch, link_ptx, pointer_ptx, plugin_ptx),
-               linked("pointer LTO", plugin, arch, link_lto, pointer_ltoir, plugin_ltoir)]
-        if plugin.source is not None:  # a CUDA C++ plug-in: library and plug-in as one source
-            with failures_named(plugin.name):
+        with failures_named(plugin.name):
+            new = [linked("half-LTO", plugin, arch, link_lto, library_ptx, plugin_ltoir),
+                   linked("pointer", plugin, arch, link_ptx, pointer_ptx, plugin_ptx),
+                   linked("pointer LTO", plugin, arch, link_lto, pointer_ltoir, plugin_ltoir)]
+            if plugin.source is not None:  # a CUDA C++ plug-in: library and plug-in as one source
                 whole, ms = timed(lambda: compile_whole_program(LIBRARY_SOURCE + plugin.source,
                                                                 arch, plugin.name, CUDA_HEADERS))
-            new.append(Build("whole program", plugin.name, arch, whole, compile_ms=ms))
+                new.append(Build("whole program", plugin.name, arch, whole, compile_ms=ms))
         for build in new:
             report(build)
         for build in [ptx, lto, *new]:
