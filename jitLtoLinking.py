@@ -29,7 +29,8 @@ try:
     from Utilities.jitlto_inputs import CUDA_HEADERS, Plugin, check_library, failures_named
     from Utilities.jitlto_inputs import parse_args
     from Utilities.jitlto_python import compile_python
-    from Utilities.jitlto_report import Build, benchmark_table, measure, report, run_record, verify
+    from Utilities.jitlto_report import Build, benchmark_table, check_integral, measure, report
+    from Utilities.jitlto_report import run_record, verify
 except ImportError as missing:  # say what is missing, and how to get it
     if (missing.name or "").startswith("Utilities"):
         sys.exit(f"jitLtoLinking.py: error: {missing}; the Utilities/ folder next to the script is "
@@ -88,6 +89,27 @@ extern "C" __global__ void apply_transform(const float* __restrict__ in,
 """
 LIBRARY_SOURCE = PLUGIN_CONTRACT + LIBRARY_KERNEL
 
+# --benchmark's second library kernel: each element's integral of user_transform over [x, x + 1],
+# by the midpoint rule at 256 points (a quadrature). It moves the same 8 bytes per element as
+# apply_transform, but calls the plug-in 256 times on values it makes in registers: the calls, not
+# memory, are its cost. The same contract, so every plug-in runs in both kernels unchanged.
+QUADRATURE_KERNEL = r"""
+extern "C" __global__ void integrate_transform(const float* __restrict__ in,
+                                               float* __restrict__ out,
+                                               size_t n)
+{
+    const float h = 1.0f / 256;  // a power of 2: each point lo + (j + 0.5f) * h is rounded once
+    const size_t thread_count = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += thread_count) {
+        const float lo = in[i];
+        float sum = 0.0f;
+        for (int j = 0; j < 256; ++j) sum += user_transform(lo + (j + 0.5f) * h);
+        out[i] = h * sum;
+    }
+}
+"""
+QUADRATURE_SOURCE = PLUGIN_CONTRACT + QUADRATURE_KERNEL
+
 # The default plug-in: y = x*x + 3x - 1, clamped at zero.
 DEFAULT_PLUGIN_SOURCE = r"""
 extern "C" __device__ float user_transform(float x)
@@ -113,6 +135,16 @@ def default_reference(x: np.ndarray) -> np.ndarray:
 def swap_reference(x: np.ndarray) -> np.ndarray:
     """tanh(x) + 0.5x in float32, like the swap plug-in."""
     return np.tanh(x) + np.float32(0.5) * x
+
+
+def integral_reference(reference, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """integrate_transform's output for inputs x, from the plug-in's reference at the kernel's own
+    float32 points, summed in float64; and how far the kernel's float32 sum may be from it: each of
+    its 256 additions rounds by at most 2^-24 of h * sum|f|, and each f may differ from the reference
+    as much as the map's check allows (1e-5 + 1e-5 |f|), which adds 1e-5 + 1e-5 h * sum|f|."""
+    points = x[:, None] + (np.arange(256, dtype=np.float32) + np.float32(0.5)) / np.float32(256)
+    f = reference(points).astype(np.float64)
+    return f.sum(axis=1) / 256, 1e-5 + (1e-5 + 256 * 2.0**-24) * np.abs(f).sum(axis=1) / 256
 
 
 # A plug-in: its name, its source (after the library's contract), its output's NumPy reference.
@@ -269,28 +301,45 @@ def compile_whole_program(source: str, arch: str, name="whole_program.cu", inclu
 # The pre-LTO way: the library holds a device function pointer, set to the plug-in's function; the
 # #define sends each call of the same kernel through it. The pointer is writable (the host could
 # change it), so no compiler or linker may assume what it holds. The plug-in is unchanged.
-POINTER_LIBRARY_SOURCE = PLUGIN_CONTRACT + r"""
+POINTER_SWITCH = PLUGIN_CONTRACT + r"""
 extern "C" __device__ float (*library_user_transform_pointer)(float) = user_transform;
 #define user_transform(x) library_user_transform_pointer(x)
-""" + LIBRARY_KERNEL
+"""
+POINTER_LIBRARY_SOURCE = POINTER_SWITCH + LIBRARY_KERNEL
+POINTER_QUADRATURE_SOURCE = POINTER_SWITCH + QUADRATURE_KERNEL
 
 # The default formula as CuPy's ElementwiseKernel: what a user would otherwise write.
 CUPY_DEFAULT_TRANSFORM = "const float t = x * x + 3.0f * x - 1.0f; y = t > 0.0f ? t : 0.0f;"
 
 
-def linked(kind: str, plugin: Plugin, arch: str, step, library, plugin_code) -> Build:
+def linked(kind: str, plugin: Plugin, arch: str, step, library, plugin_code,
+           kernel="apply_transform") -> Build:
     """The build of `kind`: the library's code and the plug-in's linked by `step`, timed."""
     cubin, link_ms = timed(lambda: step(arch, library, plugin_code))
-    return Build(kind, plugin.name, arch, cubin, (library, plugin_code), link_ms=link_ms)
+    return Build(kind, plugin.name, arch, cubin, (library, plugin_code), link_ms=link_ms,
+                 kernel=kernel)
+
+
+def whole_program(kind: str, library_source: str, plugin: Plugin, arch: str,
+                  kernel="apply_transform") -> Build:
+    """The build of `kind`: the library's source and the plug-in's compiled as one, timed."""
+    cubin, ms = timed(lambda: compile_whole_program(library_source + plugin.source, arch,
+                                                    plugin.name, CUDA_HEADERS))
+    return Build(kind, plugin.name, arch, cubin, compile_ms=ms, kernel=kernel)
 
 
 def benchmark(arch: str, plugins: list[Plugin], gpu, builds: list[Build]) -> None:
     """[4] Each plug-in's ptx and lto builds, and its builds of other ways, each kernel timed and
-    checked; a device copy of the same bytes is the ceiling."""
+    checked (a device copy of the same bytes is the ceiling); then the same in the compute-bound
+    kernel, integrate_transform."""
     print("\n[4] Benchmark")
     pointer_ptx = compile_ptx(POINTER_LIBRARY_SOURCE, arch, "pointer_library.cu")
     pointer_ltoir = compile_ltoir(POINTER_LIBRARY_SOURCE, arch, "pointer_library.cu")
-    rows = []
+    quadrature_ptx = compile_ptx(QUADRATURE_SOURCE, arch, "quadrature.cu")
+    quadrature_ltoir = compile_ltoir(QUADRATURE_SOURCE, arch, "quadrature.cu")
+    pointer_quadrature_ptx = compile_ptx(POINTER_QUADRATURE_SOURCE, arch, "pointer_quadrature.cu")
+    count = min(gpu.d_in.size, 2**22)  # integrate_transform's elements: 2^30 calls, enough to time
+    quadrature, rows, quadrature_rows = "integrate_transform", [], []
     for plugin in plugins:  # its ptx and lto builds, from steps [1] and [2], then new ones
         ptx, lto = [b for b in builds if b.plugin == plugin.name and b.kind in ("ptx", "lto")]
         library_ptx, plugin_ptx = ptx.inputs
@@ -301,11 +350,17 @@ def benchmark(arch: str, plugins: list[Plugin], gpu, builds: list[Build]) -> Non
             new = [linked("half-LTO", plugin, arch, link_lto, library_ptx, plugin_ltoir),
                    linked("pointer", plugin, arch, link_ptx, pointer_ptx, plugin_ptx),
                    linked("pointer LTO", plugin, arch, link_lto, pointer_ltoir, plugin_ltoir)]
+            loop = [linked("quadrature ptx", plugin, arch, link_ptx, quadrature_ptx, plugin_ptx,
+                           quadrature),
+                    linked("quadrature lto", plugin, arch, link_lto, quadrature_ltoir,
+                           plugin_ltoir, quadrature),
+                    linked("quadrature pointer", plugin, arch, link_ptx, pointer_quadrature_ptx,
+                           plugin_ptx, quadrature)]
             if plugin.source is not None:  # a CUDA C++ plug-in: library and plug-in as one source
-                whole, ms = timed(lambda: compile_whole_program(LIBRARY_SOURCE + plugin.source,
-                                                                arch, plugin.name, CUDA_HEADERS))
-                new.append(Build("whole program", plugin.name, arch, whole, compile_ms=ms))
-        for build in new:
+                new.append(whole_program("whole program", LIBRARY_SOURCE, plugin, arch))
+                loop.append(whole_program("quadrature whole program", QUADRATURE_SOURCE, plugin,
+                                          arch, quadrature))
+        for build in new + loop:
             report(build)
         for build in [ptx, lto, *new]:
             kernel = build.cubin.get_kernel("apply_transform")
@@ -314,12 +369,18 @@ def benchmark(arch: str, plugins: list[Plugin], gpu, builds: list[Build]) -> Non
             transform = cp.ElementwiseKernel("float32 x", "float32 y", CUPY_DEFAULT_TRANSFORM)
             new.append(measure(Build("cupy elementwise", plugin.name, arch), plugin, gpu,
                                lambda stream, d_in, d_out: transform(d_in, d_out)))
+        for build in loop:  # the first `count` elements; the ptx build first: the others match it
+            kernel = build.cubin.get_kernel(quadrature)
+            measure(build, plugin, gpu, lambda stream, d_in, d_out: launch_transform(
+                kernel, stream, d_in[:count], d_out[:count]),
+                partial(check_integral, count=count, integral=integral_reference))
         rows += [ptx, lto, *new]
-        builds += new
+        quadrature_rows += loop
+        builds += new + loop
     copy = Build("device copy", "", arch)  # the ceiling: the same bytes, read and written
     measure(copy, None, gpu, lambda stream, d_in, d_out: d_out.data.copy_from_device_async(
         d_in.data, d_in.nbytes))
-    benchmark_table(rows, copy, gpu.d_in.size)
+    benchmark_table(rows, copy, gpu.d_in.size, quadrature_rows, count)
     builds.append(copy)
 
 

@@ -34,12 +34,13 @@ class Build:
     compile_ms: float | None = None  # the plug-in's compile
     link_ms: float | None = None
     cubin_bytes: int | None = None
-    registers: int | None = None  # per thread, of apply_transform
-    calls_left: int | None = None  # calls to user_transform left in apply_transform
+    registers: int | None = None  # per thread, of the kernel
+    calls_left: int | None = None  # calls to user_transform left in the code
     user_transform: str = ""  # what became of it: inlined, a call, ...
     verification: dict | None = None  # what the check of its output found
     note: str | None = None
     kernel_ms: float | None = None  # --benchmark: the median kernel time
+    kernel: str = "apply_transform"  # the library's kernel; --benchmark's quadrature builds' differs
 
     @property
     def label(self) -> str:  # the kind; for a user's plug-in, with its file name
@@ -55,7 +56,7 @@ class Build:
 
 
 def read_cubin(cubin: bytes) -> tuple[list[str], Counter, dict[str, int]]:
-    """A cubin's functions and variables, the calls apply_transform makes ({callee: count}) and each
+    """A cubin's functions and variables, the calls its functions make ({callee: count}) and each
     function's registers, read off its ELF tables. A call stays as a relocation (the loader fills
     in the address) in `.rel.text.<caller>`; an inlined callee nothing calls is gone."""
     start, = struct.unpack_from("<Q", cubin, 0x28)  # (64-bit ELF) where the section headers are,
@@ -70,7 +71,7 @@ def read_cubin(cubin: bytes) -> tuple[list[str], Counter, dict[str, int]]:
     names = [string(data[strings], name) for name, _ in symbols]
     calls, registers = Counter(), {}
     for name, (records, _, entry) in sections.items():
-        if name in (".rel.text.apply_transform", ".rela.text.apply_transform"):  # offset, info
+        if name.startswith((".rel.text.", ".rela.text.")):  # each: offset, info
             calls.update(names[struct.unpack_from("<Q", records, at + 8)[0] >> 32]  # its symbol
                          for at in range(0, len(records), entry))
         at = 0  # .nv.info records: format, attribute, then a 2-byte size and its bytes
@@ -89,7 +90,7 @@ def report(build: Build) -> None:
     cubin = bytes(build.cubin.code)
     names, calls, registers = read_cubin(cubin)
     mine = [name for name in names if name == "user_transform" or name.endswith("$user_transform")]
-    build.cubin_bytes, build.registers = len(cubin), registers.get("apply_transform")
+    build.cubin_bytes, build.registers = len(cubin), registers.get(build.kernel)
     build.calls_left = sum(count for callee, count in calls.items() if callee in mine)
     if build.calls_left:
         build.user_transform = f"still a call ({build.calls_left} call sites)"
@@ -142,9 +143,10 @@ def check_output(build: Build, plugin, gpu) -> None:
         build.verification = {**compare(gpu.d_out, reference), "against": f"verified against {by}"}
 
 
-def measure(build: Build, plugin, gpu, launch) -> Build:
+def measure(build: Build, plugin, gpu, launch, check=None) -> Build:
     """The build timed by CuPy's benchmark (CUDA events on CuPy's current stream): the median of 100
-    launches after 100 (the GPU's clocks rise from idle), then checked (the copy has no plug-in)."""
+    launches after 100 (the GPU's clocks rise from idle), then checked, by check_output unless
+    `check` is given (the copy has no plug-in)."""
     from cupyx.profiler import benchmark
 
     poison(gpu.d_out, gpu.stream)
@@ -152,8 +154,28 @@ def measure(build: Build, plugin, gpu, launch) -> Build:
                        name=build.label)
     build.kernel_ms = float(np.median(timing.gpu_times) * 1e3)
     if plugin is not None:
-        check_output(build, plugin, gpu)
+        (check or check_output)(build, plugin, gpu)
     return build
+
+
+def check_integral(build: Build, plugin, gpu, count: int, integral) -> None:
+    """Check the quadrature's first `count` outputs: each against the plug-in's quadrature ptx build
+    (its first, kept on the GPU); where the plug-in has a NumPy reference, 4,096 of them against
+    integral(reference, x): the float64 sum, and how far from it float32 rounding may take each."""
+    got, key, against = gpu.d_out[:count], (plugin.name, build.kernel), "matches the ptx build"
+    if key not in gpu.expected:  # the ptx build: each element written; the others must match it
+        gpu.expected[key], against = got.copy(), "every element written"
+    found = compare(got, lambda start, stop: gpu.expected[key][start:stop].get())
+    if plugin.reference is not None:
+        step = -(-count // 4096)  # every step-th element
+        want, bound = integral(plugin.reference, gpu.x[:count:step])
+        error = np.abs(got[::step].get() - want)
+        wrong = np.flatnonzero(~(error <= bound)) * step  # NaN is wrong too
+        firsts = [index for index in (found["first_bad"], *wrong[:1]) if index is not None]
+        found.update(bad=found["bad"] + wrong.size, first_bad=min(firsts, default=None),
+                     largest_error=max(found["largest_error"], float(np.max(error, initial=0))))
+        against += f"; {want.size:,} within float32's bound of NumPy's float64 quadrature"
+    build.verification = {**found, "against": against}
 
 
 def failure(found: dict) -> str:
@@ -162,22 +184,24 @@ def failure(found: dict) -> str:
             f"{found['first_bad']:,}, largest error {found['largest_error']:.3g}{unwritten}")
 
 
-def benchmark_table(rows: list[Build], copy: Build, elements: int) -> None:
-    """Print the benchmark's table: each kernel's GB/s, its speed as a share of the copy's and its
-    time over the same plug-in's lto kernel's; then what failed its check."""
-    moved = 8 * elements  # 4 bytes read and 4 written per element
-    lto_ms = {row.plugin: row.kernel_ms for row in rows if row.kind == "lto"}
-    print(f"\n  {elements:,} elements, {moved:,} bytes moved per launch; kernel ms: median of 100 "
+def benchmark_table(rows: list[Build], copy: Build, elements: int, quadrature: list[Build],
+                    count: int) -> None:
+    """Print the benchmark's table: each kernel's time over the lto kernel's of the same plug-in and
+    library kernel, and the map's speed as a share of the copy's; then what failed its check."""
+    lto_ms = {(row.plugin, row.kernel): row.kernel_ms for row in rows + quadrature
+              if row.kind in ("lto", "quadrature lto")}
+    print(f"\n  apply_transform: {elements:,} elements ({8 * elements:,} bytes) a launch; "
+          f"integrate_transform: the first {count:,}, 256 calls each; kernel ms: median of 100 "
           "launches after 100 warm-ups")
-    print_table(["build", "link ms", "cubin bytes", "registers", "calls left", "kernel ms", "GB/s",
+    print_table(["build", "link ms", "cubin bytes", "registers", "calls left", "kernel ms",
                  "% of copy", "LTO speed-up"],
                 [[row.label, number(row.link_ms, 1), number(row.cubin_bytes, 0), row.registers,
-                  row.calls_left, number(row.kernel_ms, 4), number(moved / row.kernel_ms / 1e6, 0),
-                  number(100 * copy.kernel_ms / row.kernel_ms, 1),
-                  number(row.kernel_ms / lto_ms.get(row.plugin, math.nan), 2, "x")]
-                 for row in [*rows, copy]])
-    print("  (LTO speed-up: the kernel's time over the lto kernel's, for the same plug-in)")
-    failed = [row for row in rows if row.verified is False]
+                  row.calls_left, number(row.kernel_ms, 4),
+                  number(100 * copy.kernel_ms / row.kernel_ms, 1) if row not in quadrature else None,
+                  number(row.kernel_ms / lto_ms.get((row.plugin, row.kernel), math.nan), 2, "x")]
+                 for row in [*rows, copy, *quadrature]])
+    print("  (LTO speed-up: the kernel's time over the lto kernel's, for the same plug-in and kernel)")
+    failed = [row for row in rows + quadrature if row.verified is False]
     for row in failed:
         print(f"  [{row.label}] FAILED: {failure(row.verification)}")
     if failed:
