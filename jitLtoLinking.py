@@ -7,15 +7,12 @@ A GPU library compiles its kernel once; a user hands it a device function, `user
 plug-in; the two are linked at run time. You will learn to: [1] compile each on its own to PTX
 with `Program` (NVRTC) and link them with `Linker` (nvJitLink): the kernel calls the plug-in;
 [2] compile them to LTO-IR and link with LTO, which inlines the plug-in into the kernel; [3] link
-the library's LTO-IR again with another plug-in; [4] with --benchmark, see when LTO pays (and the
-half-LTO trap, a function pointer). Each kernel runs on a stream CuPy shares; every element is
-checked.
+the library's LTO-IR again with another plug-in; [4] with --benchmark, see when LTO pays: in a
+kernel that streams memory, and in one that calls the plug-in in a loop. Every element is checked.
 """
 
 import os
-import signal
 import sys
-import time
 from contextlib import nullcontext
 from functools import partial
 
@@ -25,12 +22,10 @@ try:
     from cuda.core import LaunchConfig, Linker, LinkerOptions, ObjectCode, Program, ProgramOptions
     from cuda.core import launch
 
-    from Utilities.cuda_samples_utils import SampleError, driver_version, interrupted, open_gpu
+    from Utilities.cuda_samples_utils import driver_version, open_gpu, run_command, timed
     from Utilities.jitlto_inputs import CUDA_HEADERS, Plugin, check_library, failures_named
-    from Utilities.jitlto_inputs import parse_args
-    from Utilities.jitlto_python import compile_python
-    from Utilities.jitlto_report import Build, benchmark_table, check_integral, measure, report
-    from Utilities.jitlto_report import run_record, verify
+    from Utilities.jitlto_inputs import compile_python, parse_args
+    from Utilities.jitlto_report import Build, benchmark_table, measure, report, run_record, verify
 except ImportError as missing:  # say what is missing, and how to get it
     if (missing.name or "").startswith("Utilities"):
         sys.exit(f"jitLtoLinking.py: error: {missing}; the Utilities/ folder next to the script is "
@@ -41,10 +36,9 @@ except ImportError as missing:  # say what is missing, and how to get it
 
 # ==== Device code =============================================================
 # The library's contract with its plug-ins: user_transform is declared, not defined; the plug-in
-# linked in defines it. extern "C" keeps the name as written (no C++ name mangling), so both modules
-# and the linker agree on `user_transform`. The library puts this header in front of every plug-in
-# too: a user_transform of another signature is a compile error, where the linker, which matches
-# extern "C" names alone, would link it silently.
+# linked in defines it. extern "C" keeps the name as written (no C++ name mangling). The library
+# puts this header in front of every plug-in too: a user_transform of another signature is a compile
+# error, where the linker, which matches extern "C" names alone, would link it silently.
 PLUGIN_CONTRACT = 'extern "C" __device__ float user_transform(float x);\n'
 
 # The library's kernel: every element of `in`, through the plug-in, into `out`.
@@ -61,10 +55,9 @@ extern "C" __global__ void apply_transform(const float* __restrict__ in,
     const size_t out_address = (size_t)out;
 
     if (((in_address ^ out_address) & 15) == 0) {
-        // in and out sit at the same offset inside a 16-byte line, so after a
-        // short head both are 16-byte aligned and can move 4 floats per load
-        // and per store: the widest access a thread has, which keeps the
-        // memory system busy with fewer instructions.
+        // in and out sit at the same offset inside a 16-byte line: after a
+        // short head, both move 4 floats per load and per store (a float4,
+        // the widest access a thread has: fewer instructions per byte).
         size_t head = ((16 - (in_address & 15)) & 15) / sizeof(float);
         if (head > n) head = n;
         const size_t vectors = (n - head) / 4;
@@ -76,8 +69,7 @@ extern "C" __global__ void apply_transform(const float* __restrict__ in,
             out4[v] = make_float4(user_transform(x.x), user_transform(x.y),
                                   user_transform(x.z), user_transform(x.w));
         }
-        // At most 3 elements before the first 16-byte boundary, and at most
-        // 3 after the last whole vector: the first threads take them.
+        // At most 3 elements before the first float4 and 3 after the last.
         const size_t tail = head + 4 * vectors;
         if (thread < head) out[thread] = user_transform(in[thread]);
         if (thread < n - tail) out[tail + thread] = user_transform(in[tail + thread]);
@@ -89,14 +81,12 @@ extern "C" __global__ void apply_transform(const float* __restrict__ in,
 """
 LIBRARY_SOURCE = PLUGIN_CONTRACT + LIBRARY_KERNEL
 
-# --benchmark's second library kernel: each element's integral of user_transform over [x, x + 1],
-# by the midpoint rule at 256 points (a quadrature). It moves the same 8 bytes per element as
-# apply_transform, but calls the plug-in 256 times on values it makes in registers: the calls, not
-# memory, are its cost. The same contract, so every plug-in runs in both kernels unchanged.
+# --benchmark's second library kernel: each element's integral of user_transform over [x, x + 1]
+# by the midpoint rule at 256 points. It moves 8 bytes per element, as apply_transform does, but
+# calls the plug-in 256 times on values made in registers: the calls, not memory, are its cost.
 QUADRATURE_KERNEL = r"""
 extern "C" __global__ void integrate_transform(const float* __restrict__ in,
-                                               float* __restrict__ out,
-                                               size_t n)
+                                               float* __restrict__ out, size_t n)
 {
     const float h = 1.0f / 256;  // a power of 2: each point lo + (j + 0.5f) * h is rounded once
     const size_t thread_count = (size_t)gridDim.x * blockDim.x;
@@ -135,16 +125,6 @@ def default_reference(x: np.ndarray) -> np.ndarray:
 def swap_reference(x: np.ndarray) -> np.ndarray:
     """tanh(x) + 0.5x in float32, like the swap plug-in."""
     return np.tanh(x) + np.float32(0.5) * x
-
-
-def integral_reference(reference, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """integrate_transform's output for inputs x, from the plug-in's reference at the kernel's own
-    float32 points, summed in float64; and how far the kernel's float32 sum may be from it: each of
-    its 256 additions rounds by at most 2^-24 of h * sum|f|, and each f may differ from the reference
-    as much as the map's check allows (1e-5 + 1e-5 |f|), which adds 1e-5 + 1e-5 h * sum|f|."""
-    points = x[:, None] + (np.arange(256, dtype=np.float32) + np.float32(0.5)) / np.float32(256)
-    f = reference(points).astype(np.float64)
-    return f.sum(axis=1) / 256, 1e-5 + (1e-5 + 256 * 2.0**-24) * np.abs(f).sum(axis=1) / 256
 
 
 # A plug-in: its name, its source (after the library's contract), its output's NumPy reference.
@@ -186,12 +166,6 @@ def link_lto(arch: str, library_ltoir: ObjectCode, plugin_ltoir: ObjectCode) -> 
     user_transform into the kernel, then makes machine code."""
     options = LinkerOptions(arch=arch, link_time_optimization=True)
     return Linker(library_ltoir, plugin_ltoir, options=options).link("cubin")
-
-
-def timed(call):
-    """What call() returns, and the milliseconds it took."""
-    start = time.perf_counter()
-    return call(), (time.perf_counter() - start) * 1e3
 
 
 # ==== The steps: each plug-in compiled, linked, launched and checked ==========
@@ -250,21 +224,18 @@ def plugin_swap(arch: str, library_ltoir: ObjectCode, gpu, builds: list) -> None
 
 
 # ==== Launch and verify =======================================================
-BLOCK_SIZE = 256
-
-
-def launch_transform(kernel, stream, d_in, d_out, grid: int | None = None) -> None:
-    """apply_transform over d_in into d_out, on `stream`: a float4 a thread, or any grid given."""
-    blocks = min(-(-d_out.size // (4 * BLOCK_SIZE)), 2**31 - 1)  # -(-a // b): a / b rounded up
-    config = LaunchConfig(grid=grid or blocks, block=BLOCK_SIZE)
+def launch_transform(kernel, stream, d_in, d_out, grid: int | None = None, block=256) -> None:
+    """A library kernel over d_in into d_out, on `stream`: a thread per 4 elements, or any grid."""
+    blocks = min(-(-d_out.size // (4 * block)), 2**31 - 1)  # -(-a // b): a / b rounded up
+    config = LaunchConfig(grid=grid or blocks, block=block)
     launch(stream, config, kernel, d_in.data.ptr, d_out.data.ptr, np.uint64(d_out.size))
 
 
 def check(build, plugin, gpu) -> None:
     """On a GPU, launch the build's kernel and check its output; print the report (or FAILED)."""
     if gpu is not None:
-        # verify() fills the output with a NaN no arithmetic makes (an element the kernel leaves
-        # unwritten fails), launches, waits, and compares each element with what it must be.
+        # verify(): the output filled with a NaN no arithmetic makes, so that an element left
+        # unwritten fails; the kernel launched; each element compared with what it must be.
         kernel = build.cubin.get_kernel("apply_transform")
         verify(build, plugin, gpu, partial(launch_transform, kernel))
     report(build)
@@ -306,93 +277,73 @@ extern "C" __device__ float (*library_user_transform_pointer)(float) = user_tran
 #define user_transform(x) library_user_transform_pointer(x)
 """
 POINTER_LIBRARY_SOURCE = POINTER_SWITCH + LIBRARY_KERNEL
-POINTER_QUADRATURE_SOURCE = POINTER_SWITCH + QUADRATURE_KERNEL
 
 # The default formula as CuPy's ElementwiseKernel: what a user would otherwise write.
-CUPY_DEFAULT_TRANSFORM = "const float t = x * x + 3.0f * x - 1.0f; y = t > 0.0f ? t : 0.0f;"
+CUPY_DEFAULT_TRANSFORM = cp.ElementwiseKernel("float32 x", "float32 y", "const float t = x * x + "
+                                              "3.0f * x - 1.0f; y = t > 0.0f ? t : 0.0f;")
 
 
-def linked(kind: str, plugin: Plugin, arch: str, step, library, plugin_code,
-           kernel="apply_transform") -> Build:
+def linked(kind: str, plugin: Plugin, arch: str, step, library, plugin_code) -> Build:
     """The build of `kind`: the library's code and the plug-in's linked by `step`, timed."""
     cubin, link_ms = timed(lambda: step(arch, library, plugin_code))
-    return Build(kind, plugin.name, arch, cubin, (library, plugin_code), link_ms=link_ms,
-                 kernel=kernel)
+    return Build(kind, plugin.name, arch, cubin, (library, plugin_code), link_ms=link_ms)
 
 
-def whole_program(kind: str, library_source: str, plugin: Plugin, arch: str,
-                  kernel="apply_transform") -> Build:
+def whole_program(kind: str, library_source: str, plugin: Plugin, arch: str) -> Build:
     """The build of `kind`: the library's source and the plug-in's compiled as one, timed."""
     cubin, ms = timed(lambda: compile_whole_program(library_source + plugin.source, arch,
                                                     plugin.name, CUDA_HEADERS))
-    return Build(kind, plugin.name, arch, cubin, compile_ms=ms, kernel=kernel)
+    return Build(kind, plugin.name, arch, cubin, compile_ms=ms)
 
 
 def benchmark(arch: str, plugins: list[Plugin], gpu, builds: list[Build]) -> None:
-    """[4] Each plug-in's ptx and lto builds, and its builds of other ways, each kernel timed and
-    checked (a device copy of the same bytes is the ceiling); then the same in the compute-bound
-    kernel, integrate_transform."""
+    """[4] Each plug-in's ptx and lto builds and more ways, in the streaming map and in the
+    compute-bound quadrature; each kernel timed and checked; a device copy is the map's ceiling."""
     print("\n[4] Benchmark")
     pointer_ptx = compile_ptx(POINTER_LIBRARY_SOURCE, arch, "pointer_library.cu")
     pointer_ltoir = compile_ltoir(POINTER_LIBRARY_SOURCE, arch, "pointer_library.cu")
     quadrature_ptx = compile_ptx(QUADRATURE_SOURCE, arch, "quadrature.cu")
     quadrature_ltoir = compile_ltoir(QUADRATURE_SOURCE, arch, "quadrature.cu")
-    pointer_quadrature_ptx = compile_ptx(POINTER_QUADRATURE_SOURCE, arch, "pointer_quadrature.cu")
-    count = min(gpu.d_in.size, 2**22)  # integrate_transform's elements: 2^30 calls, enough to time
-    quadrature, rows, quadrature_rows = "integrate_transform", [], []
+    quadrature_pointer_ptx = compile_ptx(POINTER_SWITCH + QUADRATURE_KERNEL, arch,
+                                         "pointer_quadrature.cu")
+    count, rows = min(gpu.d_in.size, 2**22), []  # the quadrature's elements: 2^30 calls to time
     for plugin in plugins:  # its ptx and lto builds, from steps [1] and [2], then new ones
         ptx, lto = [b for b in builds if b.plugin == plugin.name and b.kind in ("ptx", "lto")]
-        library_ptx, plugin_ptx = ptx.inputs
-        plugin_ltoir = lto.inputs[1]
+        (library_ptx, plugin_ptx), (_, plugin_ltoir) = ptx.inputs, lto.inputs
         # The half-LTO trap: the library as PTX, the plug-in as LTO-IR. It links, and inlines
         # nothing: nvJitLink optimizes across its LTO-IR inputs, and only those.
         with failures_named(plugin.name):
             new = [linked("half-LTO", plugin, arch, link_lto, library_ptx, plugin_ltoir),
                    linked("pointer", plugin, arch, link_ptx, pointer_ptx, plugin_ptx),
                    linked("pointer LTO", plugin, arch, link_lto, pointer_ltoir, plugin_ltoir)]
-            loop = [linked("quadrature ptx", plugin, arch, link_ptx, quadrature_ptx, plugin_ptx,
-                           quadrature),
+            loop = [linked("quadrature ptx", plugin, arch, link_ptx, quadrature_ptx, plugin_ptx),
                     linked("quadrature lto", plugin, arch, link_lto, quadrature_ltoir,
-                           plugin_ltoir, quadrature),
-                    linked("quadrature pointer", plugin, arch, link_ptx, pointer_quadrature_ptx,
-                           plugin_ptx, quadrature)]
+                           plugin_ltoir),
+                    linked("quadrature pointer", plugin, arch, link_ptx, quadrature_pointer_ptx,
+                           plugin_ptx)]
             if plugin.source is not None:  # a CUDA C++ plug-in: library and plug-in as one source
                 new.append(whole_program("whole program", LIBRARY_SOURCE, plugin, arch))
                 loop.append(whole_program("quadrature whole program", QUADRATURE_SOURCE, plugin,
-                                          arch, quadrature))
+                                          arch))
         for build in new + loop:
             report(build)
         for build in [ptx, lto, *new]:
             kernel = build.cubin.get_kernel("apply_transform")
             measure(build, plugin, gpu, partial(launch_transform, kernel))
+        for build in loop:  # over the first `count` elements
+            kernel = build.cubin.get_kernel("integrate_transform")
+            measure(build, plugin, gpu, partial(launch_transform, kernel), count)
         if plugin is DEFAULT_PLUGIN:  # what a user would otherwise write: CuPy's own kernel
-            transform = cp.ElementwiseKernel("float32 x", "float32 y", CUPY_DEFAULT_TRANSFORM)
             new.append(measure(Build("cupy elementwise", plugin.name, arch), plugin, gpu,
-                               lambda stream, d_in, d_out: transform(d_in, d_out)))
-        for build in loop:  # the first `count` elements; the ptx build first: the others match it
-            kernel = build.cubin.get_kernel(quadrature)
-            measure(build, plugin, gpu, lambda stream, d_in, d_out: launch_transform(
-                kernel, stream, d_in[:count], d_out[:count]),
-                partial(check_integral, count=count, integral=integral_reference))
-        rows += [ptx, lto, *new]
-        quadrature_rows += loop
+                               lambda stream, d_in, d_out: CUPY_DEFAULT_TRANSFORM(d_in, d_out)))
+        rows += [ptx, lto, *new, *loop]
         builds += new + loop
     copy = Build("device copy", "", arch)  # the ceiling: the same bytes, read and written
     measure(copy, None, gpu, lambda stream, d_in, d_out: d_out.data.copy_from_device_async(
         d_in.data, d_in.nbytes))
-    benchmark_table(rows, copy, gpu.d_in.size, quadrature_rows, count)
+    benchmark_table(rows, copy, gpu.d_in.size, count)
     builds.append(copy)
 
 
 if __name__ == "__main__":
-    signal.signal(signal.SIGINT, interrupted)  # Ctrl-C: one line, and exit 130 at once
-    sys.stdout.reconfigure(line_buffering=True)  # each line shows as it is printed, pipes too
-    try:
-        sys.exit(main())
-    except SampleError as error:
-        print(f"jitLtoLinking.py: {'waived' if error.exit_code == 77 else 'error'}: {error}",
-              file=sys.stderr)
-        sys.exit(error.exit_code)
-    except BrokenPipeError:  # Python's recipe: standard output's reader went away
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        sys.exit(1)
+    run_command(main)  # errors and Ctrl-C as one line each, with their exit codes

@@ -1,12 +1,12 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Copyright (c) 2026, the jitLtoLinking authors
-"""Helpers any CUDA Python sample can share: NVIDIA's check_cuda_requirements, verify_array_result
-and print_gpu_info, with the same behaviour; errors that carry an exit code; the GPU opened with a
-stream CuPy shares; work on every core; float32 arrays checked element by element; a table."""
+"""Helpers any CUDA Python sample can share: NVIDIA's three (same behaviour), errors with exit
+codes, the GPU and a stream CuPy shares, work on every core, float32 arrays checked, a command."""
 
 import contextlib
 import importlib
 import os
+import signal
 import struct
 import sys
 import time
@@ -53,7 +53,6 @@ def print_gpu_info(device) -> None:
     print(f"Compute Capability: {capability.major}.{capability.minor}")
 
 
-# ==== Errors for the person at the terminal, each with its exit code ==========
 class SampleError(Exception):
     exit_code = 1  # the run failed
 
@@ -69,21 +68,17 @@ class WaivedError(SampleError):
 # ==== The GPU: a device, a stream CuPy shares, the input and output ===========
 def driver_version() -> str | None:
     """The driver's CUDA version as 'X.Y', or None without a driver."""
-    try:
+    with contextlib.suppress(RuntimeError):  # no libcuda.so to load
         err, version = driver.cuDriverGetVersion()
-    except RuntimeError:  # no libcuda.so to load
-        return None
-    return f"{version // 1000}.{version % 1000 // 10}" if err == 0 else None
+        return f"{version // 1000}.{version % 1000 // 10}" if err == 0 else None
 
 
 @contextlib.contextmanager
 def open_gpu(index: int, elements: int, arrays: int):
-    """The GPU of a run: `device` (index), with room for `arrays` float32 arrays of `elements`;
-    `stream`, cuda.core's and CuPy's current stream meanwhile; a standard-normal input on the host
-    (x) and the GPU (d_in); an output (d_out); `expected`, the PTX build's output of each plug-in
-    without a NumPy reference. All given back at the end of the `with`, CuPy's stream put back."""
+    """The GPU `index` with room for `arrays` float32 arrays of `elements`: its `device`, `stream`
+    (CuPy's too, meanwhile), input x on the host and d_in on the GPU, output d_out, and `expected`
+    (builds' outputs kept to check others against). All given back at the end of the `with`."""
     import cupy as cp
-
     try:
         devices = Device.get_all_devices()  # cuda.core loads the driver here, not at import
     except Exception as exc:  # noqa: BLE001 -- no libcuda.so, or a driver that cannot start
@@ -113,21 +108,17 @@ def open_gpu(index: int, elements: int, arrays: int):
         stream.sync()
         stream.close()
         if gpu is not None:  # the arrays go back to the driver now, not when the objects die
-            gpu.x = gpu.d_in = gpu.d_out = None
-            gpu.expected.clear()
+            vars(gpu).clear()
         cp.get_default_memory_pool().free_all_blocks()
 
 
 # ==== Work on every core, and checking float32 arrays =========================
 PIECE = 1 << 22  # elements a thread works on at a time: a few MiB, so memory stays bounded
-# A quiet NaN with a payload no arithmetic makes: an element that still holds it after a launch
-# was never written (fill the output with it first).
-POISON_BITS = 0x7FC0DEAD
+POISON_BITS = 0x7FC0DEAD  # a quiet NaN no arithmetic makes: an element holding it was not written
 
 
 def on_every_core(work, count: int, label: str, piece: int = PIECE) -> list:
-    """[work(start, stop) for each piece of range(count)], on a thread per core (NumPy and CuPy's
-    copies release the GIL); a long run says how far it is every few seconds."""
+    """[work(start, stop) for each piece of range(count)] on a thread per core, with progress."""
     shown, results = time.perf_counter(), []
     with ThreadPoolExecutor(os.cpu_count()) as pool:
         for result in pool.map(lambda start: work(start, min(start + piece, count)),
@@ -140,11 +131,9 @@ def on_every_core(work, count: int, label: str, piece: int = PIECE) -> list:
 
 
 def standard_normal_float32(count: int, seed: int = 0, gpu_copy=None) -> np.ndarray:
-    """count standard-normal float32 values of numpy.random.default_rng(seed), drawn on every core:
-    piece k by the k-th of [default_rng(seed), *its spawned children], so the first PIECE are its
-    own and none depends on the threads; each copied to `gpu_copy`, a CuPy array, once drawn."""
+    """count standard-normal float32 values, piece k drawn by the k-th of [default_rng(seed), *its
+    spawned children] on every core (none depends on the threads); each copied to `gpu_copy`."""
     import cupy as cp
-
     first = np.random.default_rng(seed)
     generators, values = [first, *first.spawn(-(-count // PIECE) - 1)], np.empty(count, np.float32)
 
@@ -170,7 +159,6 @@ def compare(got, want, rtol: float = 1e-5, atol: float = 1e-5, piece: int = PIEC
     """Check float32 CuPy array `got` against want(start, stop), the NumPy values expected there,
     on every core: |got - want| <= atol + rtol * |want|, NaN in both a match, POISON_BITS a miss."""
     import cupy as cp
-
     def check(start: int, stop: int) -> dict:
         with got.device, cp.cuda.Stream.ptds:  # per thread: its device, its own stream
             g, w = got[start:stop].get(), want(start, stop)
@@ -186,14 +174,19 @@ def compare(got, want, rtol: float = 1e-5, atol: float = 1e-5, piece: int = PIEC
                 "largest_error": float(np.max(error, where=np.isfinite(error), initial=0.0))}
 
     parts = on_every_core(check, got.size, "check", piece)
-    firsts = [part["first_bad"] for part in parts if part["first_bad"] is not None]
     return {"checked": got.size, "bad": sum(part["bad"] for part in parts),
-            "first_bad": firsts[0] if firsts else None,
+            "first_bad": next((p["first_bad"] for p in parts if p["first_bad"] is not None), None),
             "unwritten": sum(part["unwritten"] for part in parts),
             "largest_error": max(part["largest_error"] for part in parts)}
 
 
-# ==== A table, and Ctrl-C =====================================================
+def timed(call):
+    """What call() returns, and the milliseconds it took."""
+    start = time.perf_counter()
+    return call(), (time.perf_counter() - start) * 1e3
+
+
+# ==== A table, and the command line's end =====================================
 def print_table(headers: list[str], rows: list[list]) -> None:
     """Print rows under headers, columns right-aligned but the first; None prints as '-'."""
     cells = [headers] + [["-" if v is None else str(v) for v in row] for row in rows]
@@ -206,7 +199,22 @@ def print_table(headers: list[str], rows: list[list]) -> None:
 
 
 def interrupted(signum, frame) -> None:
-    """Ctrl-C (a SIGINT handler): one line, and exit 130 at once, whatever was running, so that no
-    finalizer runs half-way and no "Exception ignored" lines follow."""
+    """Ctrl-C (a SIGINT handler): one line and exit 130 at once, so no finalizer runs half-way."""
     os.write(2, f"{os.path.basename(sys.argv[0])}: interrupted\n".encode())
     os._exit(130)
+
+
+def run_command(main) -> None:
+    """Exit with what main() returns; a SampleError as one line ("error", or "waived" for 77) and
+    its exit code; Ctrl-C as one line and 130; a closed standard output as 1."""
+    signal.signal(signal.SIGINT, interrupted)
+    sys.stdout.reconfigure(line_buffering=True)  # each line shows as it is printed, pipes too
+    try:
+        sys.exit(main())
+    except SampleError as error:
+        print(f"{os.path.basename(sys.argv[0])}: {'waived' if error.exit_code == 77 else 'error'}: "
+              f"{error}", file=sys.stderr)
+        sys.exit(error.exit_code)
+    except BrokenPipeError:  # Python's recipe: standard output's reader went away
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(1)

@@ -1,9 +1,12 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Copyright (c) 2026, the jitLtoLinking authors
-"""What a run reads: the command line, the plug-in files and --library, all checked before anything
-is built (a bad one is argparse's exit 2); and what NVRTC and nvJitLink say when a plug-in fails."""
+"""What a run reads, checked before anything is built (argparse's exit 2 if bad): the command line,
+the plug-ins and --library; what NVRTC and nvJitLink say when a plug-in fails; and Python plug-ins,
+which numba-cuda compiles to PTX or LTO-IR, and numba.vectorize for the CPU, as their reference."""
 
 import contextlib
+import importlib.util
+import inspect
 import json
 import os
 import re
@@ -18,13 +21,11 @@ from cuda.core import ObjectCode
 from cuda.pathfinder import find_nvidia_header_directory
 
 from .cuda_samples_utils import SampleError, UsageError
-from .jitlto_python import numba_problem
 from .jitlto_report import check_emit, check_json, forget_record, read_cubin
 
-# Where CUDA's own headers are (<cuda_fp16.h>, <cuda/std/cmath>, ...): the installed wheels or a
-# CUDA Toolkit. (NVRTC 13.3 and newer bring them too: ProgramOptions(use_bundled_headers=True).)
+# CUDA's own headers (<cuda_fp16.h>, ...): the wheels' or a Toolkit's (NVRTC 13.3+ has them too:
+# ProgramOptions(use_bundled_headers=True))
 CUDA_HEADERS = [path for path in map(find_nvidia_header_directory, ("cudart", "cccl")) if path]
-LTOIR_MAGIC = b"\xedCN\x7f"  # how NVVM's LTO-IR containers begin
 SHIP = "give the library.ltoir that --compile-only --arch sm_XX --emit DIR writes"
 
 
@@ -39,11 +40,11 @@ class Plugin:
 
 
 def read_plugins(given: list[str], contract: str) -> list[Plugin]:
-    """The plug-ins the command line names. A folder stands for its .cu files and its .py files that
-    define user_transform (other .py files are modules those may import), hidden files aside."""
+    """The plug-ins named; a folder stands for its .cu files and the .py files that define
+    user_transform (not modules they import), hidden files aside."""
     plugins = []
     for text in given:
-        path = Path(absolute(text))
+        path = Path(text).expanduser().absolute()  # now: a plug-in that changes folder moves none
         try:
             folder = path.is_dir()
             files = sorted(path.iterdir()) if folder else [path]
@@ -82,21 +83,16 @@ def read_text(path: Path) -> str:
         raise UsageError(f"{path}: cannot be read ({exc.strerror})") from None
     if b"\0" in data:
         raise UsageError(f"{path}: holds a NUL byte (at byte {data.index(0)}); a plug-in is text")
-    try:
-        return data.decode()
-    except UnicodeDecodeError as exc:
-        raise UsageError(f"{path}: is not UTF-8 text (byte {exc.start} is not)") from None
+    return data.decode(errors="replace")  # a byte that is not UTF-8: NVRTC says where it matters
 
 
 def read_library(text: str) -> ObjectCode:
-    """--library FILE, read once (from a pipe too), if it begins as LTO-IR does."""
-    path = absolute(text)
+    """--library FILE, read once (from a pipe too)."""
+    path = os.path.abspath(os.path.expanduser(text))
     try:
         data = Path(path).read_bytes()
     except OSError as exc:
         raise UsageError(f"--library {path}: cannot be read ({exc.strerror})") from None
-    if not data.startswith(LTOIR_MAGIC):
-        raise UsageError(f"--library {path}: is not LTO-IR (its first bytes are not); {SHIP}")
     return ObjectCode.from_ltoir(data, name=str(path))
 
 
@@ -115,7 +111,7 @@ sys.stdout.buffer.write(bytes(Linker(library, plugin, options=options).link("cub
 
 def check_library(library: ObjectCode, arch: str) -> ObjectCode:
     """--library's LTO-IR, once a trial link in a child process (nvJitLink can crash on a damaged
-    file; -P: it imports nothing from the current folder) made apply_transform alone; else why."""
+    file; -P: it imports nothing from the current folder) made apply_transform alone."""
     child = subprocess.run([sys.executable, "-P", "-c", TRIAL_LINK, arch], capture_output=True,
                            input=bytes(library.code))
     log = clean(child.stderr.decode(errors="replace").split("nvJitLink error log:")[-1])
@@ -169,15 +165,15 @@ def parse_args(argv, default_plugin: Plugin, contract: str) -> Namespace:
             raise UsageError(f"--arch {args.arch}: not an architecture this NVRTC builds for "
                              f"({', '.join(supported)})")
         args.plugins = read_plugins(args.plugins, contract) or [default_plugin]
-        if any(plugin.source is None for plugin in args.plugins):
-            problem = numba_problem()
-            if problem:
-                raise UsageError(f"--plugin: {problem}")
+        problem = any(plugin.source is None for plugin in args.plugins) and numba_problem()
+        if problem:
+            raise UsageError(f"--plugin: {problem}")
         args.library = args.library and read_library(args.library)
-        args.emit = args.emit and absolute(args.emit)
-        args.json = args.json and (args.json if args.json == "-" else absolute(args.json))
-        if args.json:
-            check_json(args.json, args.emit)
+        # Paths made absolute now: a Python plug-in that changes folder as it loads moves none.
+        args.emit = args.emit and os.path.abspath(os.path.expanduser(args.emit))
+        if args.json not in (None, "-"):
+            args.json = os.path.abspath(os.path.expanduser(args.json))
+        check_json(args.json, args.emit)
         if args.emit:
             check_emit(args.emit)
     except UsageError as exc:
@@ -186,8 +182,7 @@ def parse_args(argv, default_plugin: Plugin, contract: str) -> Namespace:
 
 
 def tools_loaded() -> list[int]:
-    """The architectures NVRTC builds for, once NVRTC and nvJitLink are loaded; SampleError, with
-    the fix, if one cannot be (cuda-core[cu13] brings both, plain cuda-core neither)."""
+    """The architectures NVRTC builds for, once NVRTC and nvJitLink load; else how to get them."""
     try:
         nvjitlink.version()
         return list(nvrtc.nvrtcGetSupportedArchs()[1])
@@ -197,12 +192,8 @@ def tools_loaded() -> list[int]:
                           f"sample needs with: python -m pip install -r {requirements}") from None
 
 
-def absolute(path: str) -> str:
-    """A path, ~ expanded, made absolute: a plug-in that changes folder as it loads moves none."""
-    return os.path.abspath(os.path.expanduser(path))
-
-
 # ==== What NVRTC and nvJitLink say when a plug-in fails, in the user's terms ====
+FAILED = {"NVRTCError": "NVRTC could not compile", "nvJitLinkError": "nvJitLink could not link"}
 HINTS = [  # what a tool's log means, by what it says
     (r'cannot open source file "(cmath|math\.h|cstdlib|algorithm|limits)"', "CUDA's math functions "
      "(sinf, expf, ...) need no #include; for <cmath>'s names, #include <cuda/std/cmath> and use "
@@ -214,21 +205,106 @@ HINTS = [  # what a tool's log means, by what it says
 
 @contextlib.contextmanager
 def failures_named(plugin: str):
-    """Around a plug-in's compiles and links: a failure of NVRTC or nvJitLink becomes one message,
-    its log naming the plug-in, with what it means where that is known (exit 1)."""
+    """A failure of NVRTC or nvJitLink inside: one message naming the plug-in, its log, a hint."""
     try:
         yield
     except Exception as error:
-        tool = {"NVRTCError": "NVRTC could not compile", "nvJitLinkError": "nvJitLink could not"
-                " link"}
-        if type(error).__name__ not in tool:
+        if type(error).__name__ not in FAILED:
             raise
         log = clean(re.split(r"compilation log:|nvJitLink error log:", str(error))[-1])
         hint = next((f"\nhint: {h}" for pattern, h in HINTS if re.search(pattern, str(error))), "")
-        failed = tool[type(error).__name__]
+        failed = FAILED[type(error).__name__]
         raise SampleError(f"{failed} {Path(plugin).name}:\n{log}{hint}") from None
 
 
 def clean(text: str) -> str:
     """A tool's text without colour codes and control bytes (NVRTC's logs end with a NUL byte)."""
     return re.sub(r"\x1b\[[0-9;]*[A-Za-z]|[\x00-\x08\x0b-\x1f\x7f]", "", text).strip()
+
+
+# ==== Plug-ins written in Python: numba-cuda (optional: only they need it) ========
+INSTALL = ("python -m pip install -r "
+           f"{Path(__file__).resolve().parent.parent / 'requirements-python-plugins.txt'}")
+
+
+def numba_problem() -> str | None:
+    """Why Python plug-ins cannot be compiled here, or None (only they load numba-cuda, slow)."""
+    try:
+        import numba.cuda  # noqa: F401
+    except Exception as exc:  # noqa: BLE001 -- not installed, or not for this NumPy
+        return (f"Python plug-ins need numba-cuda, which cannot be imported here "
+                f"({type(exc).__name__}: {exc}); install versions that work together with: "
+                + INSTALL)
+    return None
+
+
+WHAT_WORKS = ("a Python plug-in is compiled as a C function of one float32: arithmetic, math's "
+              "functions, its own helper functions and number constants work; raise, recursion, "
+              "lists and NumPy's functions do not")
+
+
+def compile_python(plugin, target: str, arch: str) -> ObjectCode:
+    """The plug-in's user_transform compiled by numba-cuda to `target` ('ptx' or 'ltoir') as the C
+    function user_transform (cc given: no driver is asked); the first time, its CPU reference."""
+    import numba
+    from numba import cuda, float32
+
+    name = Path(plugin.name).name
+    plugin.function = plugin.function or load(Path(plugin.name))
+    try:
+        if plugin.reference is None:
+            plugin.reference = numba.vectorize(["float32(float32)"])(plugin.function)
+        code, _ = cuda.compile(plugin.function, float32(float32), device=True, output=target,
+                               abi="c", abi_info={"abi_name": "user_transform"},
+                               cc=divmod(int(arch.removeprefix("sm_")), 10))
+    except Exception as error:  # noqa: BLE001 -- numba raises many kinds; its reason is what counts
+        raise SampleError(numba_message(error, name)) from None
+    if target == "ltoir":
+        return ObjectCode.from_ltoir(code, name=name)
+    return ObjectCode.from_ptx(code.encode(), name=name)  # a str would be taken for a file's path
+
+
+def load(path: Path):
+    """Run the plug-in file, its folder importable first; its user_transform. Each plain function of
+    its folder's modules becomes numba.njit(inline="always"), for the GPU (no driver) and CPU."""
+    from numba import njit
+
+    folder, before = path.parent, set(sys.modules)
+    sys.path.insert(0, str(folder))
+    try:
+        spec = importlib.util.spec_from_file_location(f"plugin_{path.stem}", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)  # as Python runs it: its imports too
+    except (Exception, SystemExit) as exc:
+        raise SampleError(f"{path.name} failed while it was loaded: {type(exc).__name__}: {exc}"
+                          ) from None
+    finally:
+        sys.path.remove(str(folder))
+    function = getattr(module, "user_transform", None)
+    if not inspect.isfunction(function):
+        raise SampleError(f"{path.name} does not define user_transform(x) as a plain function")
+    # Its sibling modules are forgotten (another plug-in's folder may hold one of the same name).
+    siblings = [sys.modules.pop(name) for name in set(sys.modules) - before
+                if mine(getattr(sys.modules[name], "__file__", None), folder)]
+    for each in [module, *siblings]:
+        for key, value in list(vars(each).items()):
+            if inspect.isfunction(value) and value is not function and mine(
+                    value.__code__.co_filename, folder):
+                setattr(each, key, njit(inline="always")(value))
+    return function
+
+
+def mine(file: str | None, folder: Path) -> bool:
+    return file is not None and Path(file).resolve().is_relative_to(folder.resolve())
+
+
+def numba_message(error: Exception, name: str) -> str:
+    """numba's reason without its internals, the plug-in's line, and what a Python plug-in holds."""
+    text = re.sub(r"\x1b\[[0-9;]*m| object at 0x[0-9a-f]+", "", str(error))
+    reasons = [line.strip() for line in text.split('File "')[0].splitlines()
+               if line.strip() and not line.startswith(("Failed in", "During:"))]
+    reason = re.sub(r" for '\$[^']*', defined at \w+", "", reasons[0] if reasons else text)
+    line = re.search(rf'{re.escape(name)}", line (\d+)', text)
+    where = f", line {line.group(1)}" if line else ""
+    kind = "" if type(error).__module__.startswith("numba") else f"{type(error).__name__}: "
+    return f"numba-cuda could not compile {name}{where}: {kind}{reason}\n({WHAT_WORKS})"

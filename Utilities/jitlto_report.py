@@ -1,8 +1,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Copyright (c) 2026, the jitLtoLinking authors
-"""One record per build: the report line, the benchmark row, the --json entry and the --emit files.
-Its code is read off the cubin's ELF tables; on a GPU, its output is checked. --json and --emit
-are checked before anything is built, written when the run ends, and never replace a user's file."""
+"""One record per build: the report line, the benchmark row, the --json entry and the --emit files;
+its code read off the cubin, its output checked. --json and --emit never replace a user's file."""
 
 import contextlib
 import json
@@ -16,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from cuda.core import Linker, LinkerOptions
 
 from .cuda_samples_utils import SampleError, UsageError, compare, poison, print_table
 
@@ -38,17 +38,15 @@ class Build:
     calls_left: int | None = None  # calls to user_transform left in the code
     user_transform: str = ""  # what became of it: inlined, a call, ...
     verification: dict | None = None  # what the check of its output found
-    note: str | None = None
     kernel_ms: float | None = None  # --benchmark: the median kernel time
-    kernel: str = "apply_transform"  # the library's kernel; --benchmark's quadrature builds' differs
 
     @property
     def label(self) -> str:  # the kind; for a user's plug-in, with its file name
         return f"{self.kind} {Path(self.plugin).name}" if "/" in self.plugin else self.kind
 
     @property
-    def verified(self) -> bool | None:
-        return None if self.verification is None else self.verification["bad"] == 0
+    def kernel(self) -> str:  # the library's kernel: --benchmark's "quadrature ..." builds' differs
+        return "integrate_transform" if self.kind.startswith("quadrature") else "apply_transform"
 
     def figures(self) -> dict:  # for --json: all but the code
         return {"label": self.label, **{key: value for key, value in vars(self).items()
@@ -56,9 +54,8 @@ class Build:
 
 
 def read_cubin(cubin: bytes) -> tuple[list[str], Counter, dict[str, int]]:
-    """A cubin's functions and variables, the calls its functions make ({callee: count}) and each
-    function's registers, read off its ELF tables. A call stays as a relocation (the loader fills
-    in the address) in `.rel.text.<caller>`; an inlined callee nothing calls is gone."""
+    """A cubin's functions and variables, its calls ({callee: count}: a call stays a relocation in
+    `.rel.text.<caller>`, for the loader) and each function's registers, off its ELF tables."""
     start, = struct.unpack_from("<Q", cubin, 0x28)  # (64-bit ELF) where the section headers are,
     size, count, names_index = struct.unpack_from("<HHH", cubin, 0x3A)  # their size, count, names
     # Each: name, type, flags, address, offset, size, link, info, alignment, entry size
@@ -105,15 +102,16 @@ def report(build: Build) -> None:
     lines = [", ".join([*figures, f"cubin {len(cubin):,} bytes", f"{build.registers} registers",
                         f"user_transform {build.user_transform}"])]
     found = build.verification
-    if build.note:
-        lines.append(build.note)
-    elif found and found["bad"] == 0:
+    if found and found["bad"] == 0:
         lines += [f"{found['checked']:,} elements checked, largest error "
                   f"{found['largest_error']:.3g}", f"result {found['against']}"]
     elif found:
-        lines.append(f"FAILED: {failure(found)}")
+        unwritten = f" ({found['unwritten']:,} never written)" if found["unwritten"] else ""
+        lines.append(f"FAILED: {found['bad']:,} of {found['checked']:,} elements wrong, first at "
+                     f"index {found['first_bad']:,}, largest error {found['largest_error']:.3g}"
+                     + unwritten)
     print("\n".join(f"  [{build.label}] {line}" for line in lines))
-    if build.verified is False:
+    if found and found["bad"]:
         raise SampleError(f"verification FAILED for {build.label}: see the line above")
 
 
@@ -126,114 +124,101 @@ def verify(build: Build, plugin, gpu, launch) -> None:
 
 
 def check_output(build: Build, plugin, gpu) -> None:
-    """Check every element of gpu.d_out against the plug-in's reference of the input, on every core;
-    without a reference, against what its first build (the PTX build) wrote, kept on the GPU."""
-    expected = gpu.expected.get(plugin.name)
-    if plugin.reference is None and expected is None:  # a .cu plug-in of the user's
-        gpu.expected[plugin.name] = gpu.d_out.copy()
-        build.note = (f"launched; {Path(plugin.name).name} has no NumPy reference: the next builds "
-                      "are checked against this build's output")
-    elif plugin.reference is None:
-        build.verification = {**compare(gpu.d_out, lambda start, stop: expected[start:stop].get()),
-                              "against": "cross-checked against the ptx build: they match"}
+    """Check every element of gpu.d_out, on every core, against the plug-in's reference of the
+    input; without one, against its first build's output, kept on the GPU (of that one: written)."""
+    if plugin.reference is None:
+        first = plugin.name not in gpu.expected  # the ptx build
+        if first:
+            gpu.expected[plugin.name] = gpu.d_out.copy()
+        expected = gpu.expected[plugin.name]
+        found = compare(gpu.d_out, lambda start, stop: expected[start:stop].get())
+        against = ("cross-checked against the ptx build: they match" if not first else
+                   f"written everywhere; {Path(plugin.name).name} has no NumPy reference: the "
+                   "next builds are checked against this one")
     else:
-        reference = lambda start, stop: plugin.reference(gpu.x[start:stop])
-        by = ("NumPy reference" if plugin.source else
-              "the same Python function compiled for the CPU (numba.vectorize)")
-        build.verification = {**compare(gpu.d_out, reference), "against": f"verified against {by}"}
-
-
-def measure(build: Build, plugin, gpu, launch, check=None) -> Build:
-    """The build timed by CuPy's benchmark (CUDA events on CuPy's current stream): the median of 100
-    launches after 100 (the GPU's clocks rise from idle), then checked, by check_output unless
-    `check` is given (the copy has no plug-in)."""
-    from cupyx.profiler import benchmark
-
-    poison(gpu.d_out, gpu.stream)
-    timing = benchmark(launch, (gpu.stream, gpu.d_in, gpu.d_out), n_repeat=100, n_warmup=100,
-                       name=build.label)
-    build.kernel_ms = float(np.median(timing.gpu_times) * 1e3)
-    if plugin is not None:
-        (check or check_output)(build, plugin, gpu)
-    return build
-
-
-def check_integral(build: Build, plugin, gpu, count: int, integral) -> None:
-    """Check the quadrature's first `count` outputs: each against the plug-in's quadrature ptx build
-    (its first, kept on the GPU); where the plug-in has a NumPy reference, 4,096 of them against
-    integral(reference, x): the float64 sum, and how far from it float32 rounding may take each."""
-    got, key, against = gpu.d_out[:count], (plugin.name, build.kernel), "matches the ptx build"
-    if key not in gpu.expected:  # the ptx build: each element written; the others must match it
-        gpu.expected[key], against = got.copy(), "every element written"
-    found = compare(got, lambda start, stop: gpu.expected[key][start:stop].get())
-    if plugin.reference is not None:
-        step = -(-count // 4096)  # every step-th element
-        want, bound = integral(plugin.reference, gpu.x[:count:step])
-        error = np.abs(got[::step].get() - want)
-        wrong = np.flatnonzero(~(error <= bound)) * step  # NaN is wrong too
-        firsts = [index for index in (found["first_bad"], *wrong[:1]) if index is not None]
-        found.update(bad=found["bad"] + wrong.size, first_bad=min(firsts, default=None),
-                     largest_error=max(found["largest_error"], float(np.max(error, initial=0))))
-        against += f"; {want.size:,} within float32's bound of NumPy's float64 quadrature"
+        found = compare(gpu.d_out, lambda start, stop: plugin.reference(gpu.x[start:stop]))
+        against = "verified against " + ("NumPy reference" if plugin.source else
+                                         "its Python function compiled for the CPU")
     build.verification = {**found, "against": against}
 
 
-def failure(found: dict) -> str:
-    unwritten = f" ({found['unwritten']:,} never written)" if found["unwritten"] else ""
-    return (f"{found['bad']:,} of {found['checked']:,} elements wrong, first at index "
-            f"{found['first_bad']:,}, largest error {found['largest_error']:.3g}{unwritten}")
+def measure(build: Build, plugin, gpu, launch, count: int | None = None) -> Build:
+    """The median of 100 launches after 100 (the clocks rise from idle), timed by CuPy's benchmark
+    (CUDA events), then checked; with `count`, the quadrature's first `count` (check_integral)."""
+    from cupyx.profiler import benchmark
+
+    poison(gpu.d_out, gpu.stream)
+    timing = benchmark(launch, (gpu.stream, gpu.d_in[:count], gpu.d_out[:count]), n_repeat=100,
+                       n_warmup=100, name=build.label)
+    build.kernel_ms = float(np.median(timing.gpu_times) * 1e3)
+    if plugin is not None:
+        check_integral(build, plugin, gpu, count) if count else check_output(build, plugin, gpu)
+    if build.verification and build.verification["bad"]:
+        report(build)  # FAILED, and why
+    return build
 
 
-def benchmark_table(rows: list[Build], copy: Build, elements: int, quadrature: list[Build],
-                    count: int) -> None:
-    """Print the benchmark's table: each kernel's time over the lto kernel's of the same plug-in and
-    library kernel, and the map's speed as a share of the copy's; then what failed its check."""
-    lto_ms = {(row.plugin, row.kernel): row.kernel_ms for row in rows + quadrature
+def check_integral(build: Build, plugin, gpu, count: int) -> None:
+    """Check the quadrature's first `count` outputs against its ptx build's (the first: that each is
+    written) and, where the plug-in has a NumPy reference, 4,096 against it: at the kernel's float32
+    points, summed in float64. The bound: the kernel's float32 sum may be off by 2^-24 of h sum|f|
+    at each of its 256 additions, and each f by 1e-5 + 1e-5 |f|, as the map's check allows."""
+    got, key = gpu.d_out[:count], (plugin.name, "quadrature")
+    if key not in gpu.expected:  # the ptx build: the first
+        gpu.expected[key] = got.copy()
+    found = compare(got, lambda start, stop: gpu.expected[key][start:stop].get())
+    if plugin.reference is not None:
+        step = -(-count // 4096)  # every step-th element; h = 1/256: each point rounded once
+        points = gpu.x[:count:step, None] + (np.arange(256, dtype=np.float32) + 0.5) / 256
+        f = plugin.reference(points).astype(np.float64) / 256  # h f, in float64
+        bound = 1e-5 + (1e-5 + 256 * 2.0**-24) * np.abs(f).sum(axis=1)
+        wrong = np.flatnonzero(~(np.abs(got[::step].get() - f.sum(axis=1)) <= bound)) * step
+        if wrong.size:  # NaN too
+            found.update(bad=found["bad"] + wrong.size, first_bad=min(found["first_bad"] or count,
+                                                                      int(wrong[0])))
+    build.verification = {**found, "against": "checked against the ptx build" + (
+        f" and at {bound.size:,} against NumPy's float64 quadrature" if plugin.reference else "")}
+
+
+def benchmark_table(rows: list[Build], copy: Build, elements: int, count: int) -> None:
+    """Print the benchmark's table: the map's rows (with the copy's), then the quadrature's."""
+    def number(value, digits: int, unit: str = "") -> str | None:  # None prints as "-"
+        return None if value is None or math.isnan(value) else f"{value:,.{digits}f}{unit}"
+
+    lto_ms = {(row.plugin, row.kernel): row.kernel_ms for row in rows
               if row.kind in ("lto", "quadrature lto")}
-    print(f"\n  apply_transform: {elements:,} elements ({8 * elements:,} bytes) a launch; "
-          f"integrate_transform: the first {count:,}, 256 calls each; kernel ms: median of 100 "
-          "launches after 100 warm-ups")
+    quadrature = [row for row in rows if row.kernel == "integrate_transform"]
+    print(f"\n  apply_transform: {elements:,} elements; integrate_transform: the first {count:,}, "
+          "256 calls each; kernel ms: the median of 100 launches after 100 warm-ups; LTO speed-up: "
+          "its time over the lto kernel's, same plug-in and kernel")
     print_table(["build", "link ms", "cubin bytes", "registers", "calls left", "kernel ms",
                  "% of copy", "LTO speed-up"],
                 [[row.label, number(row.link_ms, 1), number(row.cubin_bytes, 0), row.registers,
                   row.calls_left, number(row.kernel_ms, 4),
-                  number(100 * copy.kernel_ms / row.kernel_ms, 1) if row not in quadrature else None,
+                  None if row in quadrature else number(100 * copy.kernel_ms / row.kernel_ms, 1),
                   number(row.kernel_ms / lto_ms.get((row.plugin, row.kernel), math.nan), 2, "x")]
-                 for row in [*rows, copy, *quadrature]])
-    print("  (LTO speed-up: the kernel's time over the lto kernel's, for the same plug-in and kernel)")
-    failed = [row for row in rows + quadrature if row.verified is False]
-    for row in failed:
-        print(f"  [{row.label}] FAILED: {failure(row.verification)}")
-    if failed:
-        raise SampleError(f"verification FAILED for {', '.join(row.label for row in failed)}")
-
-
-def number(value, digits: int, unit: str = "") -> str | None:
-    return None if value is None or math.isnan(value) else f"{value:,.{digits}f}{unit}"
+                 for row in [*(row for row in rows if row not in quadrature), copy, *quadrature]])
 
 
 # ==== What a run writes: --json and --emit =====================================
 def forget_record(path: str | None) -> None:
-    """Remove an earlier run's record at --json PATH, and nothing else: whatever ends this run, even
-    a kill, PATH no longer tells another run's outcome."""
+    """Remove an earlier run's record at --json PATH (nothing else): a killed run leaves none."""
     with contextlib.suppress(OSError, ValueError, KeyError, TypeError):  # then it holds no record
         if os.path.isfile(path) and json.loads(Path(path).read_text())["sample"] == "jitLtoLinking":
             os.unlink(path)
 
 
 def check_json(path: str, emit: str | None) -> None:
-    """UsageError unless --json PATH is '-', or names nothing yet (an earlier record is gone by now)
-    in a folder this user can write to, outside --emit."""
-    if path == "-":
+    """UsageError unless --json PATH is '-', or None, or nothing yet, writable, outside --emit."""
+    if path in (None, "-"):
         return
     if emit and Path(path).resolve().is_relative_to(Path(emit).resolve()):
         raise UsageError(f"--json {path}: is inside --emit {emit}; choose a path outside it")
     try:
-        os.lstat(path)
-        raise UsageError(f"--json {path}: something is there that is not a record of this sample; "
-                         "choose another path (--json - for standard output)")
-    except FileNotFoundError:
-        pass
+        with contextlib.suppress(FileNotFoundError):  # nothing there: as it must be
+            os.lstat(path)
+            raise UsageError(f"--json {path}: something is there that is not a record of this "
+                             "sample; choose another path (--json - for standard output)")
     except OSError as exc:  # a name too long, a folder this user cannot enter
         raise UsageError(f"--json {path}: cannot write there ({exc.strerror})") from None
     if not os.access(os.path.dirname(path), os.W_OK | os.X_OK):
@@ -283,8 +268,7 @@ def run_record(args):
 
 
 def write_json(path: str, record: dict) -> None:
-    """The record to PATH ('-': standard output), whole or not at all: written beside it under a
-    temporary name, then renamed to PATH."""
+    """The record to PATH ('-': standard output), whole or not at all: a temporary file, renamed."""
     text = json.dumps(record, indent=2) + "\n"
     if path == "-":
         sys.stdout.write(text)
@@ -302,10 +286,8 @@ def write_json(path: str, record: dict) -> None:
 
 
 def emit_builds(folder: Path, builds: list) -> None:
-    """Each build's code in --emit DIR: each library once (library.ltoir is what --library takes);
-    per plug-in, each build's cubin, the plug-in code it linked, and the PTX that LTO made."""
-    from cuda.core import Linker, LinkerOptions
-
+    """Each build's code in --emit DIR: each library once (library.ltoir: what --library takes); per
+    plug-in, each build's cubin, the plug-in code it linked, and the PTX that LTO made."""
     written = set()
     for build in builds:
         plugin = Path(build.plugin)

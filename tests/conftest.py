@@ -18,7 +18,7 @@ def gpu_problem() -> str | None:
 
 def numba_problem() -> str | None:
     """Why Python plug-ins cannot be built here (numba-cuda missing or broken), or None."""
-    from Utilities.jitlto_python import numba_problem
+    from Utilities.jitlto_inputs import numba_problem
 
     return numba_problem()
 

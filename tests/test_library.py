@@ -63,7 +63,8 @@ def test_lto_ir_that_is_not_the_library_is_refused(tmp_path, name, source, why):
                          ids=["empty", "ptx", "cubin"])
 def test_a_file_that_is_not_lto_ir_is_refused(tmp_path, content):
     (tmp_path / "lib.bin").write_bytes(content)
-    assert_clean_failure(compile_only("--library", str(tmp_path / "lib.bin")), 2, "is not LTO-IR")
+    assert_clean_failure(compile_only("--library", str(tmp_path / "lib.bin")), 2, "is not the library's LTO-IR",
+                         "nvJitLink cannot read it")
 
 
 def test_a_missing_library_or_a_folder_is_refused(tmp_path):

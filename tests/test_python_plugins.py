@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from helpers import ARCH, EXAMPLES, ROOT, assert_clean_failure, compile_only, run_sample
 from Utilities.jitlto_inputs import Plugin
-from Utilities.jitlto_python import compile_python
+from Utilities.jitlto_inputs import compile_python
 
 numba = pytest.mark.numba
 

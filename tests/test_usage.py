@@ -45,14 +45,19 @@ def test_a_missing_plugin_is_reported_before_anything_is_built(tmp_path):
     assert "[1]" not in result.stdout
 
 
-@pytest.mark.parametrize(("content", "phrase"), [
-    (b"// a comment\n\x00extern", "holds a NUL byte (at byte 13)"),
-    (b"\xff\xfe\x81", "is not UTF-8 text"),
-])
-def test_a_plugin_that_is_not_text_is_refused(tmp_path, content, phrase):
+def test_a_plugin_that_is_not_text_is_refused(tmp_path):
     plugin = tmp_path / "binary.cu"
-    plugin.write_bytes(content)
-    assert_clean_failure(run_sample("--plugin", str(plugin)), 2, phrase)
+    plugin.write_bytes(b"// a comment\n\x00extern")
+    assert_clean_failure(run_sample("--plugin", str(plugin)), 2, "holds a NUL byte (at byte 13)")
+
+
+def test_bytes_that_are_not_utf8_build_in_a_comment_and_fail_cleanly_in_code(tmp_path):
+    latin1 = tmp_path / "latin1.cu"
+    latin1.write_bytes("// fran\xe7ais\n".encode("latin-1") + (EXAMPLES / "default.cu").read_bytes())
+    assert compile_only("--plugin", str(latin1)).returncode == 0
+    junk = tmp_path / "junk.cu"
+    junk.write_bytes(b"\xff\xfe\x81")
+    assert_clean_failure(compile_only("--plugin", str(junk)), 1, "NVRTC could not compile junk.cu")
 
 
 def test_a_plugin_that_is_not_a_regular_file_is_refused_without_reading_it():
