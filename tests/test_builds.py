@@ -37,6 +37,38 @@ def test_lto_inlines_each_example_plugin(path):
     assert build.user_transform == "inlined (0 calls left)" and build.registers > 0
 
 
+@pytest.mark.parametrize("path", [None, *sorted(EXAMPLES.glob("*.cu"))], ids=lambda path: getattr(path, "name", "built-in"))
+def test_the_quadrature_kernel_links_with_each_plugin_inlined_into_its_loop(path):
+    plugin = cuda_plugin(path) if path else sample.DEFAULT_PLUGIN
+    build = built("quadrature lto", plugin, sample.QUADRATURE_SOURCE, sample.compile_ltoir, sample.link_lto)
+    assert "integrate_transform" in read_cubin(bytes(build.cubin.code))[0] and build.kernel == "integrate_transform"
+    assert build.user_transform == "inlined (0 calls left)" and build.registers > 0
+    whole = Build("quadrature whole program", plugin.name, ARCH, sample.compile_whole_program(
+        sample.QUADRATURE_SOURCE + plugin.source, ARCH, plugin.name, sample.CUDA_HEADERS))
+    report(whole)
+    assert whole.user_transform == "inlined (0 calls left)" and whole.registers > 0
+
+
+def test_the_quadrature_s_pointer_build_calls_through_the_pointer_even_with_lto():
+    pointer = built("quadrature pointer", sample.DEFAULT_PLUGIN, sample.POINTER_SWITCH + sample.QUADRATURE_KERNEL,
+                    sample.compile_ltoir, sample.link_lto)
+    assert pointer.user_transform.startswith("called through library_user_transform_pointer")
+
+
+@pytest.mark.gpu  # cuda.core asks the driver before it compiles to PTX
+def test_with_ptx_linking_the_quadrature_calls_the_plugin_in_its_loop():
+    library_ptx = sample.compile_ptx(sample.QUADRATURE_SOURCE, ARCH, "quadrature.cu")
+    plugin_ptx = sample.compile_ptx(sample.DEFAULT_PLUGIN.source, ARCH, "default_plugin.cu")
+    ptx = Build("quadrature ptx", "default_plugin.cu", ARCH, sample.link_ptx(ARCH, library_ptx, plugin_ptx))
+    report(ptx)
+    assert ptx.calls_left > 0 and ptx.user_transform.startswith("still a call")
+
+
+def test_the_default_run_builds_no_quadrature():
+    result = compile_only()
+    assert result.returncode == 0 and "quadrature" not in result.stdout and "integrate" not in result.stdout
+
+
 def test_a_recursive_plugin_cannot_be_inlined_and_is_reported_as_a_function(tmp_path):
     (tmp_path / "recursive.cu").write_text('extern "C" __device__ float user_transform(float x) '
                                             "{ return x > 1.0f ? 1.0f + user_transform(0.5f * x) : x; }")

@@ -113,11 +113,43 @@ def test_the_check_finds_unwritten_elements_wrong_values_and_nans_across_pieces(
     assert found["largest_error"] == pytest.approx(1.0, rel=1e-3)
 
 
+def test_the_quadrature_check_holds_each_sum_to_its_float32_bound_and_finds_what_is_unwritten(lto_kernel):
+    import cupy as cp
+    from types import SimpleNamespace
+
+    from cuda.core import Device
+    from Utilities.jitlto_report import Build, check_integral
+
+    _, stream = lto_kernel
+    arch = f"sm_{Device(0).arch}"
+    library = sample.compile_ltoir(sample.QUADRATURE_SOURCE, arch, "quadrature.cu")
+    plugin = sample.compile_ltoir(sample.SWAP_PLUGIN.source, arch, "swap_plugin.cu")  # changes sign: cancels
+    kernel = sample.link_lto(arch, library, plugin).get_kernel("integrate_transform")
+    x = utils.standard_normal_float32(100_000, seed=5)
+    gpu = SimpleNamespace(x=x, d_in=cp.asarray(x), d_out=cp.empty(x.size, np.float32), expected={})
+    sample.launch_transform(kernel, stream, gpu.d_in, gpu.d_out)
+    stream.sync()
+    first, second = (Build(kind, "swap_plugin.cu") for kind in ("quadrature ptx", "quadrature lto"))
+    check_integral(first, sample.SWAP_PLUGIN, gpu, x.size)  # kept: the others are checked against it
+    assert first.verification["bad"] == 0 and first.verification["checked"] == x.size
+    assert first.verification["largest_error"] < 1e-5, "within its bound, with room to spare"
+    good = gpu.d_out.copy()
+    gpu.d_out[25 * 1000] += 1e-3  # a sampled element (every 25th), unlike the first build's
+    gpu.d_out[7] = cp.float32(np.nan)  # not sampled: only the first build's output finds it
+    check_integral(second, sample.SWAP_PLUGIN, gpu, x.size)
+    assert (second.verification["bad"], second.verification["first_bad"]) == (2, 7)
+    gpu.d_out[...] = good
+    gpu.expected.clear()  # a first build that is itself off: NumPy's quadrature finds it
+    gpu.d_out[25 * 10] += 1e-3  # past its bound (at most 1.5e-4 for this plug-in)
+    check_integral(first, sample.SWAP_PLUGIN, gpu, x.size)
+    assert (first.verification["bad"], first.verification["first_bad"]) == (1, 250)
+
+
 def test_a_plugin_without_a_reference_is_checked_against_its_ptx_build():
     result = run_sample("--plugin", str(PLUGINS / "math_constant_template.cu"))
     assert result.returncode == 0, result.stdout + result.stderr
-    assert ("  [ptx math_constant_template.cu] launched; math_constant_template.cu has no NumPy reference: "
-            "the next builds are checked against this build's output") in result.stdout
+    assert ("  [ptx math_constant_template.cu] result written everywhere; math_constant_template.cu has no NumPy "
+            "reference: the next builds are checked against this one") in result.stdout
     assert "  [lto math_constant_template.cu] result cross-checked against the ptx build: they match" in result.stdout
     assert "  [swap] result verified against NumPy reference" in result.stdout
 
@@ -148,14 +180,22 @@ def test_the_benchmark_builds_every_way_and_checks_every_kernel(tmp_path):
     result = run_sample("--elements", str(2**22), "--benchmark", *plugins, "--json", str(path))
     assert result.returncode == 0, result.stdout + result.stderr
     assert "[4] Benchmark" in result.stdout and "% of copy" in result.stdout and "LTO speed-up" in result.stdout
+    assert f"integrate_transform: the first {2**22:,}, 256 calls each" in result.stdout
     builds = json.loads(path.read_text())["builds"]
     timed = {(b["kind"], os.path.basename(b["plugin"])): b for b in builds if b["kernel_ms"]}
     for plugin in ("default.cu", "default.py"):
-        for kind in ("ptx", "lto", "half-LTO", "pointer", "pointer LTO"):
+        for kind in ("ptx", "lto", "half-LTO", "pointer", "pointer LTO", "quadrature ptx", "quadrature lto",
+                     "quadrature pointer"):
             assert timed[kind, plugin]["verification"]["bad"] == 0, (kind, plugin)
         assert timed["half-LTO", plugin]["calls_left"] == timed["ptx", plugin]["calls_left"] > 0
         assert "indirect call" in timed["pointer LTO", plugin]["user_transform"]
-    assert timed["whole program", "default.cu"]["user_transform"].startswith("inlined")
+        assert timed["quadrature ptx", plugin]["calls_left"] > 0
+        assert timed["quadrature lto", plugin]["user_transform"].startswith("inlined")
+        assert "indirect call" in timed["quadrature pointer", plugin]["user_transform"]
+        assert "NumPy's float64 quadrature" in timed["quadrature lto", plugin]["verification"]["against"]
+        assert timed["quadrature lto", plugin]["verification"]["checked"] == 2**22
+    for kind in ("whole program", "quadrature whole program"):
+        assert timed[kind, "default.cu"]["user_transform"].startswith("inlined")
     assert ("device copy", "") in timed and len(builds) == len(set(map(id, builds)))
 
 
@@ -165,9 +205,11 @@ def test_the_benchmark_of_the_default_plugin_has_cupy_s_kernel_and_emits_each_bu
     assert result.returncode == 0, result.stdout + result.stderr
     assert "cupy elementwise" in result.stdout
     for name in ("ptx.cubin", "ptx.plugin.ptx", "lto.cubin", "lto.ptx", "half-LTO.cubin", "whole-program.cubin",
-                 "pointer.cubin", "pointer-LTO.ptx"):
+                 "pointer.cubin", "pointer-LTO.ptx", "quadrature-ptx.cubin", "quadrature-lto.ptx",
+                 "quadrature-pointer.cubin", "quadrature-whole-program.cubin"):
         assert (emit / "default_plugin-cu" / name).is_file(), name
-    for name in ("library.ptx", "library.ltoir", "pointer_library.ptx", "pointer_library.ltoir"):
+    for name in ("library.ptx", "library.ltoir", "pointer_library.ptx", "pointer_library.ltoir", "quadrature.ptx",
+                 "quadrature.ltoir", "pointer_quadrature.ptx"):
         assert (emit / name).is_file(), name
     assert ".callprototype" in (emit / "default_plugin-cu" / "pointer-LTO.ptx").read_text()
 
