@@ -137,8 +137,8 @@ def check_output(build: Build, plugin, gpu) -> None:
                    "next builds are checked against this one")
     else:
         found = compare(gpu.d_out, lambda start, stop: plugin.reference(gpu.x[start:stop]))
-        against = "verified against " + ("NumPy reference" if plugin.source else
-                                         "its Python function compiled for the CPU")
+        against = "verified against " + ("NumPy reference" if plugin.source else "the same Python "
+                                         "function compiled for the CPU (numba.vectorize)")
     build.verification = {**found, "against": against}
 
 
@@ -167,6 +167,7 @@ def check_integral(build: Build, plugin, gpu, count: int) -> None:
     if key not in gpu.expected:  # the ptx build: the first
         gpu.expected[key] = got.copy()
     found = compare(got, lambda start, stop: gpu.expected[key][start:stop].get())
+    against = "checked against the ptx build"
     if plugin.reference is not None and not found["bad"]:
         step = -(-count // 4096)  # every step-th element; h = 1/256: each point rounded once
         points = gpu.x[:count:step, None] + (np.arange(256, dtype=np.float32) + 0.5) / 256
@@ -176,8 +177,8 @@ def check_integral(build: Build, plugin, gpu, count: int) -> None:
         wrong = np.flatnonzero(~(error <= bound)) * step  # NaN too
         found.update(bad=wrong.size, first_bad=int(wrong[0]) if wrong.size else None,
                      largest_error=float(error.max()))
-    build.verification = {**found, "against": "checked against the ptx build" + (
-        f" and at {bound.size:,} against NumPy's float64 quadrature" if plugin.reference else "")}
+        against += f" and at {bound.size:,} against NumPy's float64 quadrature"
+    build.verification = {**found, "against": against}
 
 
 def benchmark_table(rows: list[Build], copy: Build, elements: int, count: int) -> None:
@@ -185,8 +186,7 @@ def benchmark_table(rows: list[Build], copy: Build, elements: int, count: int) -
     def number(value, digits: int, unit: str = "") -> str | None:  # None prints as "-"
         return None if value is None or math.isnan(value) else f"{value:,.{digits}f}{unit}"
 
-    lto_ms = {(row.plugin, row.kernel): row.kernel_ms for row in rows
-              if row.kind in ("lto", "quadrature lto")}
+    lto_ms = {(r.plugin, r.kernel): r.kernel_ms for r in rows if r.kind in ("lto", "quadrature lto")}
     quadrature = [row for row in rows if row.kernel == "integrate_transform"]
     print(f"\n  apply_transform: {elements:,} elements; integrate_transform: the first {count:,}, "
           "256 calls each; kernel ms: the median of 100 launches after 100 warm-ups; LTO speed-up: "
