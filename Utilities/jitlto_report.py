@@ -186,7 +186,7 @@ def benchmark_table(rows: list[Build], copy: Build, elements: int, count: int) -
     def number(value, digits: int, unit: str = "") -> str | None:  # None prints as "-"
         return None if value is None or math.isnan(value) else f"{value:,.{digits}f}{unit}"
 
-    lto_ms = {(r.plugin, r.kernel): r.kernel_ms for r in rows if r.kind in ("lto", "quadrature lto")}
+    lto_ms = {(row.plugin, row.kernel): row.kernel_ms for row in rows if row.kind.endswith("lto")}
     quadrature = [row for row in rows if row.kernel == "integrate_transform"]
     print(f"\n  apply_transform: {elements:,} elements; integrate_transform: the first {count:,}, "
           "256 calls each; kernel ms: the median of 100 launches after 100 warm-ups; LTO speed-up: "
