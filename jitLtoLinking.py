@@ -330,9 +330,9 @@ def benchmark(arch: str, plugins: list[Plugin], gpu, builds: list[Build]) -> Non
         for build in [ptx, lto, *new]:
             kernel = build.cubin.get_kernel("apply_transform")
             measure(build, plugin, gpu, partial(launch_transform, kernel))
-        for build in loop:  # over the first `count` elements
+        for build in loop:  # over the first `count` elements, checked as a quadrature
             kernel = build.cubin.get_kernel("integrate_transform")
-            measure(build, plugin, gpu, partial(launch_transform, kernel), count)
+            measure(build, plugin, gpu, partial(launch_transform, kernel), quadrature=count)
         if plugin is DEFAULT_PLUGIN:  # what a user would otherwise write: CuPy's own kernel
             new.append(measure(Build("cupy elementwise", plugin.name, arch), plugin, gpu,
                                lambda stream, d_in, d_out: CUPY_DEFAULT_TRANSFORM(d_in, d_out)))

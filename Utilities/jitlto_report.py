@@ -106,35 +106,34 @@ def report(build: Build) -> None:
         lines += [f"{found['checked']:,} elements checked, largest error "
                   f"{found['largest_error']:.3g}", f"result {found['against']}"]
     elif found:
-        unwritten = f" ({found['unwritten']:,} never written)" if found["unwritten"] else ""
-        lines.append(f"FAILED: {found['bad']:,} of {found['checked']:,} elements wrong, first at "
-                     f"index {found['first_bad']:,}, largest error {found['largest_error']:.3g}"
-                     + unwritten)
+        lines.append(f"FAILED: {failure(found)}")
     print("\n".join(f"  [{build.label}] {line}" for line in lines))
     if found and found["bad"]:
         raise SampleError(f"verification FAILED for {build.label}: see the line above")
 
 
-def verify(build: Build, plugin, gpu, launch) -> None:
-    """Fill gpu.d_out with POISON_BITS; launch(stream, d_in, d_out); wait; check every element."""
-    poison(gpu.d_out, gpu.stream)
-    launch(gpu.stream, gpu.d_in, gpu.d_out)
-    gpu.stream.sync()
-    check_output(build, plugin, gpu)
+def failure(found: dict) -> str:
+    """What a failed check found: the wrong elements, the first of them, the largest error."""
+    unwritten = f" ({found['unwritten']:,} never written)" if found["unwritten"] else ""
+    return (f"{found['bad']:,} of {found['checked']:,} elements wrong, first at index "
+            f"{found['first_bad']:,}, largest error {found['largest_error']:.3g}{unwritten}")
 
 
-def check_output(build: Build, plugin, gpu) -> None:
-    """Check every element of gpu.d_out, on every core, against the plug-in's reference of the
-    input; without one, against its first build's output, kept on the GPU (of that one: written)."""
+def verify(build: Build, plugin, gpu, launch=None) -> None:
+    """(With `launch`: poison gpu.d_out, launch(stream, d_in, d_out), wait.) Check each element of
+    gpu.d_out against the plug-in's reference; without one, against its ptx build's, kept."""
+    if launch:
+        poison(gpu.d_out, gpu.stream)
+        launch(gpu.stream, gpu.d_in, gpu.d_out)
+        gpu.stream.sync()
     if plugin.reference is None:
         first = plugin.name not in gpu.expected  # the ptx build
         if first:
             gpu.expected[plugin.name] = gpu.d_out.copy()
         expected = gpu.expected[plugin.name]
         found = compare(gpu.d_out, lambda start, stop: expected[start:stop].get())
-        against = ("cross-checked against the ptx build: they match" if not first else
-                   f"written everywhere; {Path(plugin.name).name} has no NumPy reference: the "
-                   "next builds are checked against this one")
+        against = ("written everywhere; no NumPy reference: the next builds are checked against "
+                   "this one" if first else "cross-checked against the ptx build: they match")
     else:
         found = compare(gpu.d_out, lambda start, stop: plugin.reference(gpu.x[start:stop]))
         against = "verified against " + ("NumPy reference" if plugin.source else "the same Python "
@@ -142,39 +141,40 @@ def check_output(build: Build, plugin, gpu) -> None:
     build.verification = {**found, "against": against}
 
 
-def measure(build: Build, plugin, gpu, launch, count: int | None = None) -> Build:
+def measure(build: Build, plugin, gpu, launch, quadrature: int | None = None) -> Build:
     """The median of 100 launches after 100 (the clocks rise from idle), timed by CuPy's benchmark
-    (CUDA events), then checked; with `count`, the quadrature's first `count` (check_integral)."""
+    (CUDA events), then checked. `quadrature`: the quadrature's elements, the first of gpu's."""
     from cupyx.profiler import benchmark
 
     poison(gpu.d_out, gpu.stream)
-    timing = benchmark(launch, (gpu.stream, gpu.d_in[:count], gpu.d_out[:count]), n_repeat=100,
-                       n_warmup=100, name=build.label)
+    timing = benchmark(launch, (gpu.stream, gpu.d_in[:quadrature], gpu.d_out[:quadrature]),
+                       n_repeat=100, n_warmup=100, name=build.label)
     build.kernel_ms = float(np.median(timing.gpu_times) * 1e3)
-    if plugin is not None:
-        check_integral(build, plugin, gpu, count) if count else check_output(build, plugin, gpu)
+    if quadrature:
+        check_integral(build, plugin, gpu, quadrature)
+    elif plugin is not None:  # the copy has none
+        verify(build, plugin, gpu)
     if build.verification and build.verification["bad"]:
-        report(build)  # FAILED, and why
+        raise SampleError(f"verification FAILED for {build.label}: {failure(build.verification)}")
     return build
 
 
 def check_integral(build: Build, plugin, gpu, count: int) -> None:
-    """Check the quadrature's first `count` outputs against its ptx build's (the first: that each is
-    written) and, where the plug-in has a NumPy reference, 4,096 against it: at the kernel's float32
-    points, summed in float64. The bound: the kernel's float32 sum may be off by 2^-24 of h sum|f|
-    at each of its 256 additions, and each f by 1e-5 + 1e-5 |f|, as the map's check allows."""
+    """Check the quadrature's first `count` outputs against its ptx build's (of that: each written);
+    4,096 against the plug-in's NumPy reference, if any, summed in float64, within a bound: 2^-24 of
+    h sum|f| per float32 addition (256 of them), and 1e-5 + 1e-5 |f| per f, as the map's check."""
     got, key = gpu.d_out[:count], (plugin.name, "quadrature")
     if key not in gpu.expected:  # the ptx build: the first
         gpu.expected[key] = got.copy()
     found = compare(got, lambda start, stop: gpu.expected[key][start:stop].get())
     against = "checked against the ptx build"
     if plugin.reference is not None and not found["bad"]:
-        step = -(-count // 4096)  # every step-th element; h = 1/256: each point rounded once
-        points = gpu.x[:count:step, None] + (np.arange(256, dtype=np.float32) + 0.5) / 256
+        stride = -(-count // 4096)  # every stride-th element; h = 1/256: each point rounded once
+        points = gpu.x[:count:stride, None] + (np.arange(256, dtype=np.float32) + 0.5) / 256
         f = plugin.reference(points).astype(np.float64) / 256  # h f, in float64
         bound = 1e-5 + (1e-5 + 256 * 2.0**-24) * np.abs(f).sum(axis=1)
-        error = np.abs(got[::step].get() - f.sum(axis=1))
-        wrong = np.flatnonzero(~(error <= bound)) * step  # NaN too
+        error = np.abs(got[::stride].get() - f.sum(axis=1))
+        wrong = np.flatnonzero(~(error <= bound)) * stride  # NaN too
         found.update(bad=wrong.size, first_bad=int(wrong[0]) if wrong.size else None,
                      largest_error=float(error.max()))
         against += f" and at {bound.size:,} against NumPy's float64 quadrature"
