@@ -1,0 +1,213 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) 2026, the jitLtoLinking authors
+"""When LTO pays: the study beside the lesson, jitLtoLinking.py, built from its sources and steps.
+
+Each plug-in is built every way into two library kernels, and each kernel is timed (the median of
+100 launches after 100, by CUDA events) and checked:
+- apply_transform, the lesson's map, moves 8 bytes per call of the plug-in: its ceiling is a
+  device-to-device copy of the same bytes;
+- integrate_transform, a quadrature, calls the plug-in 256 times per element on values held in
+  registers: there the calls are the cost.
+The ways: ptx and lto (the lesson's [1] and [2]); half-LTO (the library as PTX, the plug-in as
+LTO-IR); pointer and pointer LTO (the pre-LTO way: the library calls the plug-in through a device
+function pointer); the whole program (one source, no linker); CuPy's ElementwiseKernel.
+"""
+
+from dataclasses import dataclass, replace
+
+from jitLtoLinking import (DEFAULT_PLUGIN, LIBRARY_KERNEL, PLUGIN_CONTRACT, compile_ltoir,
+                           compile_plugin, compile_ptx, launcher, link_lto, link_ptx)
+
+import cupy as cp  # noqa: E402 -- after the lesson, which finds the Utilities folder
+import numpy as np  # noqa: E402
+from cuda.core import ObjectCode, Program, ProgramOptions  # noqa: E402
+from cupyx.profiler import benchmark  # noqa: E402
+from jitlto_gpu import open_gpu, verify  # noqa: E402
+from jitlto_inputs import CUDA_HEADERS, failures_named, parse_args  # noqa: E402
+from jitlto_report import Build, SampleError, print_report, run_command, run_record  # noqa: E402
+from jitlto_report import timed  # noqa: E402
+
+# The second library kernel: each element's integral of user_transform over [x, x + 1] by the
+# midpoint rule at 256 points. It moves 8 bytes per element, as apply_transform does, but calls
+# the plug-in 256 times on values made in registers: the calls, not memory, are its cost.
+QUADRATURE_KERNEL = r"""
+extern "C" __global__ void integrate_transform(const float* __restrict__ in,
+                                               float* __restrict__ out, size_t n)
+{
+    const float h = 1.0f / 256;  // a power of 2: each point lo + (j + 0.5f) * h is rounded once
+    const size_t thread_count = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += thread_count) {
+        const float lo = in[i];
+        float sum = 0.0f;
+        for (int j = 0; j < 256; ++j) sum += user_transform(lo + (j + 0.5f) * h);
+        out[i] = h * sum;
+    }
+}
+"""
+
+# The pre-LTO way: the library holds a device function pointer, set to the plug-in's function; the
+# #define sends each call of the same kernel through it. The pointer is writable (the host could
+# change it), so no compiler or linker may assume what it holds. The plug-in is unchanged.
+POINTER_SWITCH = PLUGIN_CONTRACT + r"""
+extern "C" __device__ float (*library_user_transform_pointer)(float) = user_transform;
+#define user_transform(x) library_user_transform_pointer(x)
+"""
+
+# The default formula as CuPy's ElementwiseKernel: what a user would otherwise write.
+CUPY_DEFAULT_TRANSFORM = cp.ElementwiseKernel(
+    "float32 x", "float32 y", "const float t = x * x + 3.0f * x - 1.0f; y = t > 0.0f ? t : 0.0f;")
+
+
+def compile_whole_program(source: str, arch: str, name="whole_program.cu",
+                          include_path=None) -> ObjectCode:
+    """Library and plug-in as one source, compiled straight to a cubin: no linker needed."""
+    options = ProgramOptions(arch=arch, name=name, include_path=include_path)  # no -rdc
+    return Program(source, "c++", options).compile("cubin")
+
+
+@dataclass
+class Library:
+    """A library kernel, compiled once for every plug-in: as PTX and as LTO-IR, calling the plug-in
+    directly and through the pointer; and how its outputs are checked."""
+
+    name: str  # "map", "quadrature": the builds' labels start with it
+    kernel: str
+    source: str  # the contract, then the kernel
+    ptx: ObjectCode
+    ltoir: ObjectCode
+    pointer_ptx: ObjectCode
+    pointer_ltoir: ObjectCode
+    check: object  # check(gpu, launch, plugin, ptx_launch): what the check found
+
+
+def compile_library(name: str, kernel: str, kernel_source: str, arch: str, check) -> Library:
+    """The kernel compiled the four ways the builds link it."""
+    source, pointer_source = PLUGIN_CONTRACT + kernel_source, POINTER_SWITCH + kernel_source
+    return Library(name, kernel, source, compile_ptx(source, arch, f"{name}.cu"),
+                   compile_ltoir(source, arch, f"{name}.cu"),
+                   compile_ptx(pointer_source, arch, f"pointer_{name}.cu"),
+                   compile_ltoir(pointer_source, arch, f"pointer_{name}.cu"), check)
+
+
+def every_build(library: Library, plugin, arch: str) -> dict[str, Build]:
+    """The plug-in built into the library every way, by how it was built."""
+    plugin_ptx = compile_plugin(plugin, arch, compile_ptx)
+    plugin_ltoir = compile_plugin(plugin, arch, compile_ltoir)
+
+    def linked(how: str, step, library_code, plugin_code, through_pointer=False) -> Build:
+        cubin, link_ms = timed(lambda: step(arch, library_code, plugin_code))
+        return Build(f"{library.name} {how} {plugin.label}".strip(), arch, cubin, library_code,
+                     plugin_code, library.kernel, link_ms=link_ms, through_pointer=through_pointer)
+
+    builds = {"ptx": linked("ptx", link_ptx, library.ptx, plugin_ptx),
+              "lto": linked("lto", link_lto, library.ltoir, plugin_ltoir),
+              # The half-LTO trap: the library as PTX, the plug-in as LTO-IR. It links, and
+              # inlines nothing: nvJitLink optimizes across its LTO-IR inputs, and only those.
+              "half-LTO": linked("half-LTO", link_lto, library.ptx, plugin_ltoir),
+              "pointer": linked("pointer", link_ptx, library.pointer_ptx, plugin_ptx, True),
+              "pointer LTO": linked("pointer LTO", link_lto, library.pointer_ltoir, plugin_ltoir,
+                                    True)}
+    if plugin.source is not None:  # CUDA C++: library and plug-in as one source too
+        cubin, compile_ms = timed(lambda: compile_whole_program(
+            library.source + plugin.source, arch, plugin.name, CUDA_HEADERS))
+        builds["whole program"] = Build(f"{library.name} whole program {plugin.label}".strip(),
+                                        arch, cubin, None, None, library.kernel,
+                                        compile_ms=compile_ms)
+    return builds
+
+
+def check_map(gpu, launch, plugin, ptx_launch) -> dict:
+    """Every element against the plug-in's reference; without one, against its ptx build's."""
+    return verify(gpu, launch, plugin.reference, ptx_launch, plugin.against)
+
+
+def check_integral(gpu, launch, plugin, ptx_launch) -> dict:
+    """Every output against the ptx build's (of that build: each written); with a reference, 4,096
+    against NumPy's quadrature in float64, within a bound: 2^-24 of h sum|f| per float32 addition
+    (256 of them), and 1e-5 + 1e-5 |f| per point, as the map's check."""
+    found = verify(gpu, launch, None, ptx_launch)
+    if plugin.reference is None or found["bad"]:
+        return found
+    stride = -(-gpu.x.size // 4096)  # every stride-th output; h = 1/256: each point rounded once
+    points = gpu.x[::stride, None] + (np.arange(256, dtype=np.float32) + 0.5) / 256
+    f = plugin.reference(points).astype(np.float64) / 256  # h f, in float64
+    bound = 1e-5 + (1e-5 + 256 * 2.0**-24) * np.abs(f).sum(axis=1)
+    error = np.abs(gpu.d_out[::stride].get() - f.sum(axis=1))
+    wrong = np.flatnonzero(~(error <= bound)) * stride  # NaN too
+    return {**found, "bad": wrong.size, "first_bad": int(wrong[0]) if wrong.size else None,
+            "largest_error": float(error.max()),
+            "against": f"{found['against']}; {bound.size:,} against NumPy's float64 quadrature"}
+
+
+def kernel_ms(launch, gpu) -> float:
+    """The median of 100 launches after 100 (the clocks rise from idle), timed by CUDA events."""
+    timing = benchmark(launch, (gpu.stream, gpu.d_in, gpu.d_out), n_repeat=100, n_warmup=100)
+    return float(np.median(timing.gpu_times) * 1e3)
+
+
+def print_table(headers: list[str], rows: list[list]) -> None:
+    """Rows under headers, right-aligned but the first column; None prints as '-'."""
+    cells = [headers] + [["-" if value is None else str(value) for value in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    for row in cells[:1] + [["-" * width for width in widths]] + cells[1:]:
+        print("  " + "  ".join([row[0].ljust(widths[0])] + [cell.rjust(width) for cell, width
+                                                               in zip(row[1:], widths[1:])]))
+
+
+def main(argv=None) -> int:
+    """Every plug-in built every way into both library kernels; each kernel timed and checked."""
+    args = parse_args(argv, DEFAULT_PLUGIN, PLUGIN_CONTRACT, study=True)
+    with run_record(args.json, args.emit, elements=args.elements) as record, \
+            open_gpu(args.device, args.elements) as gpu:
+        arch, count = f"sm_{gpu.device.arch}", min(args.elements, 2**22)
+        quadrature_gpu = replace(gpu, x=gpu.x[:count], d_in=gpu.d_in[:count],
+                                 d_out=gpu.d_out[:count])  # 2^30 calls to time, at most
+        map_library = compile_library("map", "apply_transform", LIBRARY_KERNEL, arch, check_map)
+        libraries = [(map_library, gpu), (compile_library(
+            "quadrature", "integrate_transform", QUADRATURE_KERNEL, arch, check_integral),
+            quadrature_gpu)]
+        copy_ms = record["device_copy_ms"] = kernel_ms(  # the map's ceiling: the same bytes
+            lambda stream, d_in, d_out: d_out.data.copy_from_device_async(d_in.data, d_in.nbytes),
+            gpu)
+        rows = []
+        for plugin in args.plugins:
+            print(f"  {plugin.label or 'the default plug-in'}: built every way, timed, checked")
+            for library, on in libraries:
+                with failures_named(plugin.name):
+                    builds = every_build(library, plugin, arch)
+                ptx_launch = launcher(builds["ptx"])
+                for build in builds.values():
+                    build.kernel_ms = kernel_ms(launcher(build), on)
+                    own = build is builds["ptx"]
+                    build.verification = library.check(on, launcher(build), plugin,
+                                                       None if own else ptx_launch)
+                    if build.failed:
+                        print_report(build)
+                    percent = library is map_library and f"{100 * copy_ms / build.kernel_ms:.1f}"
+                    link_ms = build.link_ms and f"{build.link_ms:.1f}"  # none: the whole program
+                    rows.append([build.label, link_ms,
+                                 build.registers, build.calls if not build.through_pointer else
+                                 "pointer", f"{build.kernel_ms:.4f}", percent or None,
+                                 f"{build.kernel_ms / builds['lto'].kernel_ms:.2f}x"])
+                record["builds"] += builds.values()
+        cupy_ms = record["cupy_elementwise_ms"] = kernel_ms(
+            lambda stream, d_in, d_out: CUPY_DEFAULT_TRANSFORM(d_in, d_out), gpu)
+        cupy = verify(gpu, lambda stream, d_in, d_out: CUPY_DEFAULT_TRANSFORM(d_in, d_out),
+                      DEFAULT_PLUGIN.reference)
+        rows += [["cupy elementwise (the default formula)", None, None, None, f"{cupy_ms:.4f}",
+                  f"{100 * copy_ms / cupy_ms:.1f}", None],
+                 ["device copy", None, None, None, f"{copy_ms:.4f}", "100.0", None]]
+        print(f"\n  map: {args.elements:,} elements; quadrature: the first {count:,}, 256 calls "
+              "each. kernel ms: the median of 100 launches after 100; over lto: kernel ms over "
+              "the lto build's, same plug-in and kernel")
+        print_table(["build", "link ms", "registers", "calls", "kernel ms", "% of copy",
+                     "over lto"], rows)
+        failed = [build.label for build in record["builds"] if build.failed]
+        if failed or cupy["bad"]:
+            raise SampleError(f"verification FAILED for {', '.join(failed) or 'cupy elementwise'}")
+        return 0
+
+
+if __name__ == "__main__":
+    run_command(main)  # errors as one line each, with their exit codes
