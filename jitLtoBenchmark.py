@@ -59,6 +59,11 @@ CUPY_DEFAULT_TRANSFORM = cp.ElementwiseKernel(
     "float32 x", "float32 y", "const float t = x * x + 3.0f * x - 1.0f; y = t > 0.0f ? t : 0.0f;")
 
 
+def cupy_default_transform(stream, d_in, d_out) -> None:
+    """CuPy's kernel over d_in into d_out, on CuPy's current stream (the GPU's)."""
+    CUPY_DEFAULT_TRANSFORM(d_in, d_out)
+
+
 def compile_whole_program(source: str, arch: str, name="whole_program.cu",
                           include_path=None) -> ObjectCode:
     """Library and plug-in as one source, compiled straight to a cubin: no linker needed."""
@@ -68,52 +73,43 @@ def compile_whole_program(source: str, arch: str, name="whole_program.cu",
 
 @dataclass
 class Library:
-    """A library kernel, compiled once for every plug-in: as PTX and as LTO-IR, calling the plug-in
-    directly and through the pointer; and how its outputs are checked."""
+    """A library kernel of the study, and how its outputs are checked."""
 
-    name: str  # "map", "quadrature": the builds' labels start with it
+    name: str  # "map", "quadrature": its builds' labels start with it
     kernel: str
-    source: str  # the contract, then the kernel
-    ptx: ObjectCode
-    ltoir: ObjectCode
-    pointer_ptx: ObjectCode
-    pointer_ltoir: ObjectCode
+    source: str  # the kernel alone; the contract, or the pointer switch, goes in front
     check: object  # check(gpu, launch, plugin, ptx_launch): what the check found
-
-
-def compile_library(name: str, kernel: str, kernel_source: str, arch: str, check) -> Library:
-    """The kernel compiled the four ways the builds link it."""
-    source, pointer_source = PLUGIN_CONTRACT + kernel_source, POINTER_SWITCH + kernel_source
-    return Library(name, kernel, source, compile_ptx(source, arch, f"{name}.cu"),
-                   compile_ltoir(source, arch, f"{name}.cu"),
-                   compile_ptx(pointer_source, arch, f"pointer_{name}.cu"),
-                   compile_ltoir(pointer_source, arch, f"pointer_{name}.cu"), check)
 
 
 def every_build(library: Library, plugin, arch: str) -> dict[str, Build]:
     """The plug-in built into the library every way, by how it was built."""
+    name = library.name
+    source = PLUGIN_CONTRACT + library.source
+    pointer_source = POINTER_SWITCH + library.source
+    library_ptx = compile_ptx(source, arch, f"{name}.cu")
+    library_ltoir = compile_ltoir(source, arch, f"{name}.cu")
+    pointer_ptx = compile_ptx(pointer_source, arch, f"pointer_{name}.cu")
+    pointer_ltoir = compile_ltoir(pointer_source, arch, f"pointer_{name}.cu")
     plugin_ptx = compile_plugin(plugin, arch, compile_ptx)
     plugin_ltoir = compile_plugin(plugin, arch, compile_ltoir)
 
-    def linked(how: str, step, library_code, plugin_code, through_pointer=False) -> Build:
-        cubin, link_ms = timed(lambda: step(arch, library_code, plugin_code))
-        return Build(f"{library.name} {how} {plugin.label}".strip(), arch, cubin, library_code,
+    def linked(how: str, link_step, library_code, plugin_code, through_pointer=False) -> Build:
+        cubin, link_ms = timed(lambda: link_step(arch, library_code, plugin_code))
+        return Build(f"{name} {how} {plugin.label}".strip(), arch, cubin, library_code,
                      plugin_code, library.kernel, link_ms=link_ms, through_pointer=through_pointer)
 
-    builds = {"ptx": linked("ptx", link_ptx, library.ptx, plugin_ptx),
-              "lto": linked("lto", link_lto, library.ltoir, plugin_ltoir),
+    builds = {"ptx": linked("ptx", link_ptx, library_ptx, plugin_ptx),
+              "lto": linked("lto", link_lto, library_ltoir, plugin_ltoir),
               # The half-LTO trap: the library as PTX, the plug-in as LTO-IR. It links, and
               # inlines nothing: nvJitLink optimizes across its LTO-IR inputs, and only those.
-              "half-LTO": linked("half-LTO", link_lto, library.ptx, plugin_ltoir),
-              "pointer": linked("pointer", link_ptx, library.pointer_ptx, plugin_ptx, True),
-              "pointer LTO": linked("pointer LTO", link_lto, library.pointer_ltoir, plugin_ltoir,
-                                    True)}
+              "half-LTO": linked("half-LTO", link_lto, library_ptx, plugin_ltoir),
+              "pointer": linked("pointer", link_ptx, pointer_ptx, plugin_ptx, True),
+              "pointer LTO": linked("pointer LTO", link_lto, pointer_ltoir, plugin_ltoir, True)}
     if plugin.source is not None:  # CUDA C++: library and plug-in as one source too
         cubin, compile_ms = timed(lambda: compile_whole_program(
-            library.source + plugin.source, arch, plugin.name, CUDA_HEADERS))
-        builds["whole program"] = Build(f"{library.name} whole program {plugin.label}".strip(),
-                                        arch, cubin, None, None, library.kernel,
-                                        compile_ms=compile_ms)
+            PLUGIN_CONTRACT + library.source + plugin.source, arch, plugin.name, CUDA_HEADERS))
+        builds["whole program"] = Build(f"{name} whole program {plugin.label}".strip(), arch,
+                                        cubin, None, None, library.kernel, compile_ms=compile_ms)
     return builds
 
 
@@ -142,17 +138,21 @@ def check_integral(gpu, launch, plugin, ptx_launch) -> dict:
 
 def kernel_ms(launch, gpu) -> float:
     """The median of 100 launches after 100 (the clocks rise from idle), timed by CUDA events."""
-    timing = benchmark(launch, (gpu.stream, gpu.d_in, gpu.d_out), n_repeat=100, n_warmup=100)
+    timing = benchmark(launch, (gpu.stream, gpu.d_in, gpu.d_out), n_repeat=100, n_warmup=100,
+                       name="kernel")  # a name: CuPy names its figures by it
     return float(np.median(timing.gpu_times) * 1e3)
 
 
-def print_table(headers: list[str], rows: list[list]) -> None:
-    """Rows under headers, right-aligned but the first column; None prints as '-'."""
-    cells = [headers] + [["-" if value is None else str(value) for value in row] for row in rows]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    for row in cells[:1] + [["-" * width for width in widths]] + cells[1:]:
-        print("  " + "  ".join([row[0].ljust(widths[0])] + [cell.rjust(width) for cell, width
-                                                               in zip(row[1:], widths[1:])]))
+def print_row(label: str, link_ms, registers, calls, kernel_ms, percent, over_lto) -> None:
+    """One row of the table; None prints as '-'."""
+    cells = ["-" if value is None else value for value in
+             (link_ms, registers, calls, kernel_ms, percent, over_lto)]
+    print(f"  {label:<40}" + "".join(f"{cell:>12}" for cell in cells))
+
+
+# The study's two library kernels
+MAP = Library("map", "apply_transform", LIBRARY_KERNEL, check_map)
+QUADRATURE = Library("quadrature", "integrate_transform", QUADRATURE_KERNEL, check_integral)
 
 
 def main(argv=None) -> int:
@@ -161,48 +161,37 @@ def main(argv=None) -> int:
     with run_record(args.json, args.emit, elements=args.elements) as record, \
             open_gpu(args.device, args.elements) as gpu:
         arch, count = f"sm_{gpu.device.arch}", min(args.elements, 2**22)
+        # The quadrature over the first `count` elements: 2^30 calls at most, to time
         quadrature_gpu = replace(gpu, x=gpu.x[:count], d_in=gpu.d_in[:count],
-                                 d_out=gpu.d_out[:count])  # 2^30 calls to time, at most
-        map_library = compile_library("map", "apply_transform", LIBRARY_KERNEL, arch, check_map)
-        libraries = [(map_library, gpu), (compile_library(
-            "quadrature", "integrate_transform", QUADRATURE_KERNEL, arch, check_integral),
-            quadrature_gpu)]
+                                 d_out=gpu.d_out[:count])
         copy_ms = record["device_copy_ms"] = kernel_ms(  # the map's ceiling: the same bytes
             lambda stream, d_in, d_out: d_out.data.copy_from_device_async(d_in.data, d_in.nbytes),
             gpu)
-        rows = []
+        print(f"\n  map: {args.elements:,} elements; quadrature: the first {count:,}, 256 calls "
+              "each. kernel ms: the median of 100 launches after 100; % of copy: a device copy's "
+              "time over the kernel's; over lto: the kernel's time over the lto build's\n")
+        print_row("build", "link ms", "registers", "calls", "kernel ms", "% of copy", "over lto")
         for plugin in args.plugins:
-            print(f"  {plugin.label or 'the default plug-in'}: built every way, timed, checked")
-            for library, on in libraries:
+            for library, on in ((MAP, gpu), (QUADRATURE, quadrature_gpu)):
                 with failures_named(plugin.name):
                     builds = every_build(library, plugin, arch)
-                ptx_launch = launcher(builds["ptx"])
                 for build in builds.values():
                     build.kernel_ms = kernel_ms(launcher(build), on)
-                    own = build is builds["ptx"]
-                    build.verification = library.check(on, launcher(build), plugin,
-                                                       None if own else ptx_launch)
+                    ptx_launch = None if build is builds["ptx"] else launcher(builds["ptx"])
+                    build.verification = library.check(on, launcher(build), plugin, ptx_launch)
+                    print_row(build.label, build.link_ms and f"{build.link_ms:.1f}",
+                              build.registers, "pointer" if build.through_pointer else build.calls,
+                              f"{build.kernel_ms:.4f}", library is MAP and
+                              f"{100 * copy_ms / build.kernel_ms:.1f}" or None,
+                              f"{build.kernel_ms / builds['lto'].kernel_ms:.2f}x")
                     if build.failed:
                         print_report(build)
-                    percent = library is map_library and f"{100 * copy_ms / build.kernel_ms:.1f}"
-                    link_ms = build.link_ms and f"{build.link_ms:.1f}"  # none: the whole program
-                    rows.append([build.label, link_ms,
-                                 build.registers, build.calls if not build.through_pointer else
-                                 "pointer", f"{build.kernel_ms:.4f}", percent or None,
-                                 f"{build.kernel_ms / builds['lto'].kernel_ms:.2f}x"])
                 record["builds"] += builds.values()
-        cupy_ms = record["cupy_elementwise_ms"] = kernel_ms(
-            lambda stream, d_in, d_out: CUPY_DEFAULT_TRANSFORM(d_in, d_out), gpu)
-        cupy = verify(gpu, lambda stream, d_in, d_out: CUPY_DEFAULT_TRANSFORM(d_in, d_out),
-                      DEFAULT_PLUGIN.reference)
-        rows += [["cupy elementwise (the default formula)", None, None, None, f"{cupy_ms:.4f}",
-                  f"{100 * copy_ms / cupy_ms:.1f}", None],
-                 ["device copy", None, None, None, f"{copy_ms:.4f}", "100.0", None]]
-        print(f"\n  map: {args.elements:,} elements; quadrature: the first {count:,}, 256 calls "
-              "each. kernel ms: the median of 100 launches after 100; over lto: kernel ms over "
-              "the lto build's, same plug-in and kernel")
-        print_table(["build", "link ms", "registers", "calls", "kernel ms", "% of copy",
-                     "over lto"], rows)
+        cupy_ms = record["cupy_elementwise_ms"] = kernel_ms(cupy_default_transform, gpu)
+        cupy = verify(gpu, cupy_default_transform, DEFAULT_PLUGIN.reference)
+        print_row("cupy elementwise (the default formula)", None, None, None, f"{cupy_ms:.4f}",
+                  f"{100 * copy_ms / cupy_ms:.1f}", None)
+        print_row("device copy", None, None, None, f"{copy_ms:.4f}", "100.0", None)
         failed = [build.label for build in record["builds"] if build.failed]
         if failed or cupy["bad"]:
             raise SampleError(f"verification FAILED for {', '.join(failed) or 'cupy elementwise'}")

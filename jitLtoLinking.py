@@ -35,8 +35,8 @@ try:
     from cuda.core import launch
 
     from jitlto_gpu import open_gpu, verify
-    from jitlto_inputs import CUDA_HEADERS, Plugin, check_library, compile_python, failures_named
-    from jitlto_inputs import parse_args
+    from jitlto_inputs import CUDA_HEADERS, NVRTC_WARNINGS, Plugin, check_library, compile_python
+    from jitlto_inputs import failures_named, parse_args
     from jitlto_report import Build, SampleError, print_report, run_command, run_record, timed
 except ImportError as missing:  # say what is missing, and how to get it
     folder = os.path.join(os.path.dirname(os.path.abspath(__file__)), "Utilities")
@@ -133,14 +133,16 @@ SWAP_PLUGIN = Plugin("swap_plugin.cu", PLUGIN_CONTRACT + SWAP_PLUGIN_SOURCE, swa
 # ==== The lesson: compile, then link ==========================================
 # Each step is cuda.core with its options written out: copy one, with the import line and the
 # sources, and it runs. `name` is what NVRTC calls the source (a plug-in file's path: its quoted
-# #includes are found next to it); `include_path`, where CUDA's own headers are.
-def compile_ptx(source: str, arch: str, name="library.cu", include_path=None) -> ObjectCode:
+# #includes are found next to it); `include_path`, where CUDA's own headers are; `logs`, where
+# NVRTC's warnings go (anything with a write method).
+def compile_ptx(source: str, arch: str, name="library.cu", include_path=None,
+                logs=None) -> ObjectCode:
     """[1] One module compiled on its own to relocatable PTX."""
     # -rdc, relocatable device code: the module may call a function that another module
     # defines (the library calls user_transform); the linker fills in its address.
     options = ProgramOptions(arch=arch, relocatable_device_code=True, name=name,
                              include_path=include_path)
-    return Program(source, "c++", options).compile("ptx")
+    return Program(source, "c++", options).compile("ptx", logs=logs)
 
 
 def link_ptx(arch: str, library_ptx: ObjectCode, plugin_ptx: ObjectCode) -> ObjectCode:
@@ -149,13 +151,14 @@ def link_ptx(arch: str, library_ptx: ObjectCode, plugin_ptx: ObjectCode) -> Obje
     return Linker(library_ptx, plugin_ptx, options=LinkerOptions(arch=arch)).link("cubin")
 
 
-def compile_ltoir(source: str, arch: str, name="library.cu", include_path=None) -> ObjectCode:
+def compile_ltoir(source: str, arch: str, name="library.cu", include_path=None,
+                  logs=None) -> ObjectCode:
     """[2] One module compiled on its own to LTO-IR."""
     # -dlto: NVRTC emits LTO-IR, the optimizer's own input, instead of PTX, so that nvJitLink
     # can optimize across the modules and inline one into the other.
     options = ProgramOptions(arch=arch, relocatable_device_code=True, link_time_optimization=True,
                              name=name, include_path=include_path)
-    return Program(source, "c++", options).compile("ltoir")
+    return Program(source, "c++", options).compile("ltoir", logs=logs)
 
 
 def link_lto(arch: str, library_ltoir: ObjectCode, plugin_ltoir: ObjectCode) -> ObjectCode:
@@ -166,11 +169,11 @@ def link_lto(arch: str, library_ltoir: ObjectCode, plugin_ltoir: ObjectCode) -> 
 
 
 def compile_plugin(plugin: Plugin, arch: str, compile_step) -> ObjectCode:
-    """The plug-in compiled by compile_step ([1]'s compile_ptx or [2]'s compile_ltoir); a Python
-    plug-in, by numba-cuda to the same kind of code."""
+    """The plug-in compiled by compile_step ([1]'s compile_ptx or [2]'s compile_ltoir), NVRTC's
+    warnings shown; a Python plug-in, by numba-cuda to the same kind of code."""
     if plugin.source is None:
         return compile_python(plugin, arch, "ltoir" if compile_step is compile_ltoir else "ptx")
-    return compile_step(plugin.source, arch, plugin.name, CUDA_HEADERS)
+    return compile_step(plugin.source, arch, plugin.name, CUDA_HEADERS, NVRTC_WARNINGS)
 
 
 # ==== The steps: each plug-in compiled, linked, launched and checked ==========

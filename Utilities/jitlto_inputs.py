@@ -11,9 +11,11 @@ import os
 import re
 import subprocess
 import sys
+import textwrap
 from argparse import ArgumentParser, ArgumentTypeError, Namespace
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
 from cuda.bindings import nvjitlink, nvrtc
 from cuda.core import ObjectCode
@@ -56,7 +58,7 @@ def read_plugins(given: list[str], contract: str) -> list[Plugin]:
             source = read_text(file)
             if file.suffix != ".py":  # after the contract, its own name and lines for NVRTC's log
                 line_1 = f"#line 1 {json.dumps(file.name)}\n"
-                found.append(Plugin(str(file), contract + line_1 + source, label=file.name))
+                found.append(Plugin(utf8(file), contract + line_1 + source, label=utf8(file.name)))
             elif not folder or re.search(r"^def user_transform\b", source, re.MULTILINE):
                 found.append(read_python_plugin(file))
         if not found:
@@ -69,6 +71,11 @@ def read_plugins(given: list[str], contract: str) -> list[Plugin]:
             raise UsageError(f"--plugin: two plug-ins are named {label} (or one is given twice); "
                              "reports and --emit folders are named after it")
     return plugins
+
+
+def utf8(path) -> str:
+    """A path as NVRTC and nvJitLink take it, in UTF-8: a byte that is not becomes U+FFFD."""
+    return os.fsencode(path).decode(errors="replace")
 
 
 def read_text(path: Path) -> str:
@@ -162,7 +169,7 @@ def tools_loaded() -> list[int]:
 def read_library(path: str) -> ObjectCode:
     """--library FILE, read once (from a pipe too)."""
     try:
-        return ObjectCode.from_ltoir(Path(path).read_bytes(), name=path)
+        return ObjectCode.from_ltoir(Path(path).read_bytes(), name=utf8(path))
     except OSError as exc:
         raise UsageError(f"--library {path}: cannot be read ({exc.strerror})") from None
 
@@ -191,7 +198,8 @@ def check_library(library: ObjectCode, arch: str) -> ObjectCode:
     file; -P: the child imports nothing from the current folder) made the kernel apply_transform."""
     child = subprocess.run([sys.executable, "-P", "-c", TRIAL_LINK, arch], capture_output=True,
                            input=bytes(library.code))
-    log = clean(child.stderr.decode(errors="replace").split("nvJitLink error log:")[-1])
+    text = child.stderr.decode(errors="replace")  # nvJitLink's log, else the error's last line
+    log = clean(text.partition("nvJitLink error log:")[2] or text.strip()[text.rfind("\n") + 1:])
     if "arch newer than target" in log:
         raise SampleError(f"nvJitLink could not link --library {library.name}:\n{log}\nhint: it "
                           "was built for a newer GPU than this one: a library ships LTO-IR for the "
@@ -230,6 +238,15 @@ def failures_named(plugin: str):
                           ) from None
 
 
+def show_warnings(log: str) -> None:
+    """NVRTC's log of a plug-in it compiled, its warnings: what the compiler says is shown."""
+    if clean(log):
+        print(textwrap.indent(clean(log), "    "))
+
+
+NVRTC_WARNINGS = SimpleNamespace(write=show_warnings)  # what Program.compile(logs=) writes to
+
+
 def clean(text: str) -> str:
     """A tool's text without colour codes and control bytes (NVRTC's logs end with a NUL byte)."""
     return re.sub(r"\x1b\[[0-9;]*[A-Za-z]|[\x00-\x08\x0b-\x1f\x7f]", "", text).strip()
@@ -264,19 +281,20 @@ def read_python_plugin(path: Path) -> Plugin:
     with contextlib.suppress(Exception):
         reference = numba.vectorize(["float32(float32)"])(function)
         return Plugin(str(path), None, reference, "the same Python function compiled for the CPU "
-                      "(numba.vectorize)", function, path.name)
-    return Plugin(str(path), None, None, "", function, path.name)
+                      "(numba.vectorize)", function, utf8(path.name))
+    return Plugin(utf8(path), None, None, "", function, utf8(path.name))
 
 
-WHAT_WORKS = ("a Python plug-in is compiled as a C function of one float32: arithmetic, math's "
-              "functions, helper functions and number constants work")
-NUMBA_HINTS = [  # what numba's reason means, by what it says
-    (r"<ufunc '(\w+)'>", r"NumPy's functions do not compile here: use math.\1"),
-    (r"set_try_status", "try/except is not supported"),
-    (r"RecursionError|recursive", "a function that calls itself is not supported"),
-    (r"ufunc|positional", "user_transform takes one argument, x"),
+NUMBA_HINTS = [  # numba's reason: what it means, and the construct it is about
+    (r"<ufunc", "NumPy's functions do not compile here: use math's (math.exp, ...)",
+     r"\b(np|numpy)\.\w+\("),
+    (r"set_try_status", "try/except is not supported", r"^\s*try\s*:"),
+    (r"RecursionError", "a function that calls itself is not supported", None),
+    (r"Signature mismatch|ufunc", "user_transform takes one argument, x", r"def user_transform"),
     (r"driver library cannot be found|of <class 'function'>", "without a CUDA driver, numba-cuda "
-     'compiles only the helpers it inlines: decorate each with @numba.njit(inline="always")'),
+     'compiles only the helpers it inlines: decorate each with @numba.njit(inline="always")', None),
+    (r"", "a Python plug-in is compiled as a C function of one float32: arithmetic, math's "
+     "functions, helper functions and number constants work", None),
 ]
 
 
@@ -290,21 +308,20 @@ def compile_python(plugin: Plugin, arch: str, target: str) -> ObjectCode:
                                abi="c", abi_info={"abi_name": "user_transform"},
                                cc=divmod(int(arch.removeprefix("sm_")), 10))
     except (Exception, RecursionError) as error:  # noqa: BLE001 -- numba's reason is what counts
-        raise SampleError(numba_message(error, plugin.label)) from None
+        raise SampleError(numba_message(error, plugin)) from None
     if target == "ltoir":
         return ObjectCode.from_ltoir(code, name=plugin.label)
     return ObjectCode.from_ptx(code.encode(), name=plugin.label)  # a str would be read as a path
 
 
-def numba_message(error: Exception, name: str) -> str:
-    """numba's reason without its internals, the plug-in's line, what it means."""
-    text = re.sub(r"\x1b\[[0-9;]*m| object at 0x[0-9a-f]+", "", str(error))
-    kind = "" if type(error).__module__.startswith("numba") else f"{type(error).__name__}: "
-    reasons = [line.strip() for line in text.split('File "')[0].splitlines()
-               if line.strip() and not line.startswith(("Failed in", "During:"))]
-    reason = re.sub(r" for '\$[^']*', defined at \w+", "", reasons[0] if reasons else text)
-    line = re.findall(rf'{re.escape(name)}", line (\d+)', text)
-    where = f", line {line[-1]}" if line else ""
-    hint = next((re.sub(pattern, h, re.search(pattern, kind + text)[0]) for pattern, h in
-                 NUMBA_HINTS if re.search(pattern, kind + text)), WHAT_WORKS)
-    return f"numba-cuda could not compile {name}{where}: {kind}{reason}\nhint: {hint}"
+def numba_message(error: Exception, plugin: Plugin) -> str:
+    """numba's reason without its internals, the plug-in's line, and what it means."""
+    text = f"{type(error).__name__}: {clean(str(error))}"
+    reason = next(line for line in text.splitlines() if "Failed in" not in line)
+    hint, construct = next((hint, construct) for pattern, hint, construct in NUMBA_HINTS
+                           if re.search(pattern, text))
+    code = Path(plugin.name).read_text(errors="replace").splitlines()
+    lines = re.findall(rf'{re.escape(plugin.label)}", line (\d+)', text) or [
+        number for number, line in enumerate(code, 1) if construct and re.search(construct, line)]
+    where = f", line {lines[-1]}" if lines else ""
+    return f"numba-cuda could not compile {plugin.label}{where}: {reason}\nhint: {hint}"

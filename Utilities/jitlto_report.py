@@ -203,6 +203,7 @@ def write_new(path: Path, data: bytes) -> None:
 def run_command(main) -> None:
     """Exit with what main() returns; a SampleError as one line ("error", or "waived" for 77) and
     its exit code; a closed standard output (Python's BrokenPipeError recipe) as 1."""
+    sys.stderr = sys.stderr or sys.stdout  # standard error closed (2>&-): messages still show
     if sys.stdout:
         sys.stdout.reconfigure(line_buffering=True)  # each line shows as it is printed, pipes too
     try:
