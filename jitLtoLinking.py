@@ -39,15 +39,14 @@ try:
     from jitlto_inputs import failures_named, parse_args
     from jitlto_report import Build, SampleError, print_report, run_command, run_record, timed
 except ImportError as missing:  # say what is missing, and how to get it
-    folder = os.path.join(os.path.dirname(os.path.abspath(__file__)), "Utilities")
+    here = os.path.dirname(os.path.abspath(__file__))
     if (missing.name or "").startswith(("jitlto_", "cuda_samples_utils")):
-        sys.exit(f"{os.path.basename(__file__)}: error: {missing}; the folder {folder} is "
-                 "incomplete: restore it from the sample")
-    sys.exit(f"{os.path.basename(__file__)}: error: {missing}; install what the sample needs with: "
-             f"python -m pip install -r {os.path.join(os.path.dirname(folder), 'requirements.txt')}")
+        sys.exit(f"{sys.argv[0]}: error: {missing}; the folder {here}/Utilities is incomplete: "
+                 "restore it from the sample")
+    sys.exit(f"{sys.argv[0]}: error: {missing}; install what the sample needs with: "
+             f"python -m pip install -r {here}/requirements.txt")
 except OSError as error:  # CuPy makes ~/.cupy as it is imported
-    sys.exit(f"{os.path.basename(__file__)}: error: {error}; set CUPY_CACHE_DIR to a folder you "
-             "can write to")
+    sys.exit(f"{sys.argv[0]}: error: {error}; set CUPY_CACHE_DIR to a folder you can write to")
 
 
 # ==== Device code =============================================================

@@ -65,11 +65,6 @@ def read_plugins(given: list[str], contract: str) -> list[Plugin]:
             raise UsageError(f"--plugin {path}: holds no .cu plug-in, no .py defining "
                              "user_transform")
         plugins += found
-    labels = [plugin.label for plugin in plugins]
-    for label in labels:
-        if labels.count(label) > 1:
-            raise UsageError(f"--plugin: two plug-ins are named {label} (or one is given twice); "
-                             "reports and --emit folders are named after it")
     return plugins
 
 
@@ -94,8 +89,7 @@ def read_text(path: Path) -> str:
 
 # ==== The command line ========================================================
 def path_given(text: str) -> str:
-    """A path from the command line, made absolute now (a plug-in that changes folder moves none);
-    an empty one is refused (an unset "$VARIABLE")."""
+    """A path, made absolute now (a plug-in that changes folder moves none); not an empty one."""
     if not text:
         raise ArgumentTypeError("an empty path (is a variable unset?)")
     return text if text == "-" else os.path.abspath(os.path.expanduser(text))
@@ -112,9 +106,8 @@ def parse_args(argv, default_plugin: Plugin, contract: str, study: bool = False)
     add("--device", type=int, default=0, metavar="D", help="the GPU to use (default 0)")
     add("--plugin", type=path_given, action="append", default=[], metavar="FILE",
         help="your plug-in, repeatable: a .cu or .py file that defines user_transform, or a folder")
-    add("--json", type=path_given, metavar="PATH",
-        help="write the run's figures to PATH ('-': standard output)")
-    add("--emit", type=path_given, metavar="DIR", help="write each build's code into DIR, new or empty")
+    add("--json", type=path_given, metavar="PATH", help="the run's figures ('-': standard output)")
+    add("--emit", type=path_given, metavar="DIR", help="each build's code, into a new or empty DIR")
     parser.set_defaults(library=None, compile_only=False, arch=None)
     if not study:
         add("--library", type=path_given, metavar="FILE", help="the library's LTO-IR, for [2], [3]")
@@ -140,7 +133,7 @@ def parse_args(argv, default_plugin: Plugin, contract: str, study: bool = False)
 
 
 def check_outputs(json_path: str | None, emit: str | None, inputs: list) -> None:
-    """--json PATH is a regular file or nothing, and none of the inputs; --emit DIR, new or empty."""
+    """--json PATH: a regular file or nothing, none of the inputs; --emit DIR: new or empty."""
     if json_path not in (None, "-") and os.path.lexists(json_path):
         if os.path.islink(json_path) or not os.path.isfile(json_path):
             raise UsageError(f"--json {json_path}: is not a regular file; name a file or nothing "
@@ -206,9 +199,14 @@ def check_library(library: ObjectCode, arch: str) -> ObjectCode:
                           "oldest GPU it supports, which links for that GPU and every newer one")
     if child.returncode == 0 and "apply_transform" in read_cubin(child.stdout, "")[0]:
         return library
-    why = ("it makes no kernel apply_transform" if child.returncode == 0 else
-           "it already defines user_transform" if "multiply defined" in log else log.splitlines()[-1]
-           if "links without a plug-in" in log else f"nvJitLink cannot read it: {log or 'a crash'}")
+    if child.returncode == 0:
+        why = "it makes no kernel apply_transform"
+    elif "multiply defined" in log:
+        why = "it already defines user_transform"
+    elif "links without a plug-in" in log:
+        why = log.splitlines()[-1]
+    else:
+        why = f"nvJitLink cannot read it: {log or 'a crash'}"
     raise UsageError(f"--library {library.name}: is not the library's LTO-IR ({why}); give the "
                      "library.ltoir that --compile-only --arch sm_XX --emit DIR writes")
 
@@ -216,8 +214,7 @@ def check_library(library: ObjectCode, arch: str) -> ObjectCode:
 # ==== What NVRTC and nvJitLink say when a plug-in fails =======================
 FAILED = {"NVRTCError": "NVRTC could not compile", "nvJitLinkError": "nvJitLink could not link"}
 HINTS = [  # what a tool's log means, by what it says
-    (r'cannot open source file "(cmath|math\.h|cstdlib|algorithm|limits)"', "CUDA's math functions "
-     "(sinf, expf, ...) need no #include; for <cmath>'s names, #include <cuda/std/cmath> and use "
+    (r'cannot open source file "cmath"', "for <cmath>'s names, #include <cuda/std/cmath> and use "
      "cuda::std::"),
     (r"'user_transform'", 'a plug-in must define extern "C" __device__ float user_transform(float '
      "x), not inline or __forceinline__ (which leave no function for the library to call)"),
@@ -278,11 +275,12 @@ def read_python_plugin(path: Path) -> Plugin:
     function = getattr(module, "user_transform", None)
     if not callable(function):
         raise SampleError(f"{path.name} does not define user_transform(x)")
-    with contextlib.suppress(Exception):
+    try:
         reference = numba.vectorize(["float32(float32)"])(function)
-        return Plugin(str(path), None, reference, "the same Python function compiled for the CPU "
-                      "(numba.vectorize)", function, utf8(path.name))
-    return Plugin(utf8(path), None, None, "", function, utf8(path.name))
+    except Exception:  # noqa: BLE001 -- a helper it cannot call: checked against the ptx build
+        reference = None
+    return Plugin(utf8(path), None, reference, "the same Python function compiled for the CPU "
+                  "(numba.vectorize)", function, utf8(path.name))
 
 
 NUMBA_HINTS = [  # numba's reason: what it means, and the construct it is about

@@ -128,31 +128,27 @@ def run_record(json_path: str | None, emit: str | None, **run):
     """The run's record: its figures (run's), and "builds", a list to add to. --json PATH gets it
     whole as the run starts, with "exit_code": null (a killed run says it did not finish), and again
     as it ends; --emit DIR gets each build's code as it ends. With --json -, standard output gets
-    the record alone, at the end (the report goes to standard error)."""
+    the record alone, at the end (the report goes to standard error). A failed run emits nothing."""
     record, exit_code = {"sample": "jitLtoLinking", **run, "exit_code": None, "builds": []}, 1
     if json_path not in (None, "-"):
         write_json(json_path, record, UsageError)
+    report_to = sys.stderr if json_path == "-" else sys.stdout
     try:
-        with contextlib.redirect_stdout(sys.stderr) if json_path == "-" else contextlib.nullcontext():
+        with contextlib.redirect_stdout(report_to):
             yield record
+            if emit:
+                emit_builds(Path(emit), record["builds"])
         exit_code = 0
     except SampleError as error:
         exit_code = error.exit_code
         raise
     finally:
-        try:
-            if emit:
-                emit_builds(Path(emit), record["builds"])
-        except SampleError:
-            exit_code = exit_code or 1
-            raise
-        finally:
-            if json_path:
-                builds = [build.figures() for build in record["builds"]]
-                write_json(json_path, {**record, "exit_code": exit_code, "builds": builds})
-            if exit_code == 0:  # the record says 0: from here on, so does the process
-                for signum in (signal.SIGINT, signal.SIGTERM):
-                    signal.signal(signum, signal.SIG_IGN)
+        if json_path:
+            builds = [build.figures() for build in record["builds"]]
+            write_json(json_path, {**record, "exit_code": exit_code, "builds": builds})
+        if exit_code == 0:  # the record says 0: from here on, so does the process
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(signum, signal.SIG_IGN)
 
 
 def write_json(path: str, record: dict, error=SampleError) -> None:

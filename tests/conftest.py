@@ -1,11 +1,11 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Copyright (c) 2026, the jitLtoLinking authors
 """Tests marked gpu (or numba) are skipped, with the reason, where there is no usable GPU (or
-numba-cuda)."""
+numba-cuda); the builds several tests read are made once."""
 
 import pytest
 from cuda.core import Device
-from helpers import utils  # noqa: F401 -- the sample's folder on the path first
+from helpers import ARCH, lto_build, run_sample, sample
 
 
 def gpu_problem() -> str | None:
@@ -17,10 +17,12 @@ def gpu_problem() -> str | None:
 
 
 def numba_problem() -> str | None:
-    """Why Python plug-ins cannot be built here (numba-cuda missing or broken), or None."""
-    from Utilities.jitlto_inputs import numba_problem
-
-    return numba_problem()
+    """Why Python plug-ins cannot be built here, or None."""
+    try:
+        import numba.cuda  # noqa: F401
+    except Exception as exc:  # noqa: BLE001 -- not installed, or not for this NumPy
+        return f"needs numba-cuda ({type(exc).__name__}: {exc})"
+    return None
 
 
 GPU_PROBLEM = gpu_problem()
@@ -36,6 +38,21 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture
 def no_gpu_here():
-    """Skip, with the reason, on a machine that has a GPU: the no-GPU path cannot be reached there."""
+    """Skip on a machine with a GPU: the no-GPU path cannot be reached there."""
     if GPU_PROBLEM is None:
         pytest.skip("this machine has a GPU; the no-GPU path cannot be reached here")
+
+
+@pytest.fixture(scope="session")
+def default_lto():
+    """The lesson's step [2] for the default plug-in, for sm_90."""
+    return lto_build(sample.DEFAULT_PLUGIN, ARCH)
+
+
+@pytest.fixture(scope="session")
+def shipped(tmp_path_factory):
+    """The library's LTO-IR for sm_75, made as the README says: --compile-only --emit DIR."""
+    emit = tmp_path_factory.mktemp("ship") / "lib"
+    result = run_sample("--compile-only", "--arch", "sm_75", "--emit", str(emit))
+    assert result.returncode == 0, result.stdout + result.stderr
+    return emit / "library.ltoir"

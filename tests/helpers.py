@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Copyright (c) 2026, the jitLtoLinking authors
-"""What the tests share: the sample imported in-process, its own steps run for sm_90, and
-running it as a user does (also as a user without privileges)."""
+"""What the tests share: the sample imported in-process (importing it puts its Utilities folder
+first on sys.path, so `import jitlto_report` finds the sample's own), and the scripts run as a user
+runs them (also without the privileges of root)."""
 
 import os
 import shutil
@@ -15,33 +16,35 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PLUGINS = Path(__file__).resolve().parent / "plugins"  # plug-ins that fail, on purpose
 EXAMPLES = ROOT / "plugins"
-ARCH = "sm_90"  # an architecture NVRTC and nvJitLink build for without a GPU or a driver
+ARCH = "sm_90"  # NVRTC and nvJitLink build LTO-IR for it without a GPU or a driver
 sys.path.insert(0, str(ROOT))
 
 import jitLtoLinking as sample  # noqa: E402
-from Utilities import cuda_samples_utils as utils  # noqa: E402
-from Utilities.jitlto_inputs import read_plugins  # noqa: E402
+from jitlto_inputs import read_plugins  # noqa: E402
+from jitlto_report import Build  # noqa: E402
 
 
-def run_sample(*args, env=None, cwd=ROOT, prefix=(), timeout=600, script=None, **options):
-    """Run the sample as a user does; the CompletedProcess, its output as text."""
-    return subprocess.run([*prefix, sys.executable, str(script or ROOT / "jitLtoLinking.py"), *args],
+def run_sample(*args, script="jitLtoLinking.py", python=(), env=None, cwd=ROOT, prefix=(),
+               timeout=600, **options):
+    """A script of the sample (a name in ROOT, or a path) run as a user runs it; its output as
+    text."""
+    return subprocess.run([*prefix, sys.executable, *python, str(ROOT / script), *args],
                           capture_output=True, text=True, env={**os.environ, **(env or {})},
                           timeout=timeout, cwd=cwd, **options)
 
 
 def compile_only(*args, **options):
-    """The sample with --compile-only --arch sm_90 and `args`."""
+    """The lesson with --compile-only --arch sm_90 and `args`."""
     return run_sample("--compile-only", "--arch", ARCH, *args, **options)
 
 
 def without_privileges() -> tuple:
-    """A command prefix that runs the sample without the power to ignore file permissions: as
-    root, the same user with every capability dropped (setpriv); as anyone else, nothing."""
+    """A command prefix that takes away the power to ignore file permissions: as root, every
+    capability dropped (setpriv); as anyone else, nothing."""
     if os.geteuid() != 0:
         return ()
     if shutil.which("setpriv") is None:
-        pytest.skip("running as root without setpriv (util-linux): file permissions cannot be made real")
+        pytest.skip("root without setpriv (util-linux): file permissions cannot be made real")
     return ("setpriv", "--bounding-set=-all", "--inh-caps=-all")
 
 
@@ -54,9 +57,9 @@ def assert_clean_failure(result, code: int, *phrases: str) -> None:
         assert phrase in output, f"{phrase!r} not in:\n{output}"
 
 
-def signalled_at(moment: str, *args: str, signum=signal.SIGINT, timeout=300):
-    """Run the sample, send `signum` once it prints a line that starts with `moment`; the exit code
-    and standard error."""
+def signalled_at(moment: str, *args: str, signum=signal.SIGINT, timeout=600):
+    """Run the lesson; send `signum` once it prints a line that starts with `moment`; the exit
+    code and standard error."""
     process = subprocess.Popen([sys.executable, str(ROOT / "jitLtoLinking.py"), *args],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     for line in process.stdout:  # the run says where it is, line by line
@@ -72,8 +75,14 @@ def cuda_plugin(path: Path):
     return read_plugins([str(path)], sample.PLUGIN_CONTRACT)[0]
 
 
-def lto_build(plugin, arch: str = ARCH):
-    """Step [2] of the sample for `plugin` alone, for `arch`, without a GPU: its build, reported."""
-    builds = []
-    sample.lto_linking(arch, [plugin], None, builds, None)
-    return builds[0]
+def lto_build(plugin, arch: str = ARCH) -> Build:
+    """The lesson's step [2] for `plugin` alone, without a GPU: its build."""
+    return sample.lto_linking(arch, [plugin], None, None, [])[0]
+
+
+def linked(library_source: str, plugin, kernel="apply_transform", arch=ARCH, **build) -> Build:
+    """Another library source (the study's) and the plug-in, to LTO-IR and linked with LTO."""
+    library = sample.compile_ltoir(library_source, arch)
+    plugin_ltoir = sample.compile_plugin(plugin, arch, sample.compile_ltoir)
+    cubin = sample.link_lto(arch, library, plugin_ltoir)
+    return Build(build.pop("label", "lto"), arch, cubin, library, plugin_ltoir, kernel, **build)
