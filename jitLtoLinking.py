@@ -4,12 +4,11 @@
 """JIT linking and link-time optimization (LTO) with cuda.core.
 
 A GPU library compiles its kernel once; a user hands it a device function, `user_transform`, as a
-plug-in; the two are linked at run time. You will learn to:
-[1] compile each on its own to PTX with `Program` (NVRTC) and link them with `Linker` (nvJitLink):
-    the kernel calls the plug-in;
-[2] compile them to LTO-IR and link with LTO, which inlines the plug-in into the kernel;
-[3] link the library's LTO-IR from [2] again with another plug-in, compiling only that.
-Each result is launched and every element checked against NumPy. When LTO pays: jitLtoBenchmark.py.
+plug-in; the two are linked at run time. [1] Each is compiled on its own to PTX with `Program`
+(NVRTC) and linked with `Linker` (nvJitLink): the kernel calls the plug-in. [2] Each is compiled to
+LTO-IR and linked with LTO, which inlines the plug-in. [3] The library's LTO-IR from [2] is linked
+again with another plug-in, compiling only that. Each result is launched and every element checked
+against NumPy. When LTO pays: the study beside this file, jitLtoBenchmark.py.
 """
 
 import os
@@ -20,8 +19,7 @@ from functools import partial
 from itertools import zip_longest
 
 
-def interrupted(signum, frame) -> None:
-    """Ctrl-C, at any moment: one line and exit 130, without a half-run finalizer's traceback."""
+def interrupted(signum, frame) -> None:  # Ctrl-C at any moment, imports too: one line, exit 130
     os.write(2, f"{os.path.basename(sys.argv[0])}: interrupted\n".encode())
     os._exit(130)
 
@@ -33,7 +31,6 @@ try:
     import numpy as np
     from cuda.core import LaunchConfig, Linker, LinkerOptions, ObjectCode, Program, ProgramOptions
     from cuda.core import launch
-
     from jitlto_gpu import open_gpu, verify
     from jitlto_inputs import CUDA_HEADERS, NVRTC_WARNINGS, Plugin, check_library, compile_python
     from jitlto_inputs import failures_named, parse_args
@@ -47,7 +44,6 @@ except ImportError as missing:  # say what is missing, and how to get it
              f"python -m pip install -r {here}/requirements.txt")
 except OSError as error:  # CuPy makes ~/.cupy as it is imported
     sys.exit(f"{sys.argv[0]}: error: {error}; set CUPY_CACHE_DIR to a folder you can write to")
-
 
 # ==== Device code =============================================================
 # The library's contract with its plug-ins: user_transform is declared, not defined; the plug-in
@@ -70,9 +66,8 @@ extern "C" __global__ void apply_transform(const float* __restrict__ in,
     const size_t out_address = (size_t)out;
 
     if (((in_address ^ out_address) & 15) == 0) {
-        // in and out sit at the same offset inside a 16-byte line: after a
-        // short head, both move 4 floats per load and per store (a float4,
-        // the widest access a thread has: fewer instructions per byte).
+        // in and out sit at the same offset in a 16-byte line: after a short
+        // head, both move a float4 (the widest access) per load and store.
         size_t head = ((16 - (in_address & 15)) & 15) / sizeof(float);
         if (head > n) head = n;
         const size_t vectors = (n - head) / 4;
@@ -96,7 +91,6 @@ extern "C" __global__ void apply_transform(const float* __restrict__ in,
 """
 LIBRARY_SOURCE = PLUGIN_CONTRACT + LIBRARY_KERNEL
 
-# The default plug-in: y = x*x + 3x - 1, clamped at zero.
 DEFAULT_PLUGIN_SOURCE = r"""
 extern "C" __device__ float user_transform(float x)
 {
@@ -105,13 +99,9 @@ extern "C" __device__ float user_transform(float x)
 }
 """
 
-# The swap plug-in, linked in step [3] with the library's LTO-IR from step [2].
-SWAP_PLUGIN_SOURCE = r"""
-extern "C" __device__ float user_transform(float x) { return tanhf(x) + 0.5f * x; }
-"""
 
 
-# ==== The plug-ins' NumPy references ==========================================
+# The plug-ins' NumPy references
 def default_reference(x: np.ndarray) -> np.ndarray:
     """max(x*x + 3x - 1, 0) in float32, like the default plug-in."""
     y = x * x + np.float32(3.0) * x - np.float32(1.0)
@@ -123,17 +113,18 @@ def swap_reference(x: np.ndarray) -> np.ndarray:
     return np.tanh(x) + np.float32(0.5) * x
 
 
-# A plug-in: NVRTC's name for it, its source (the library's contract first), its NumPy reference.
+# A plug-in: NVRTC's name for it, its source (the contract first), its NumPy reference; the swap's
+# is linked in step [3] with the library's LTO-IR from step [2].
 DEFAULT_PLUGIN = Plugin("default_plugin.cu", PLUGIN_CONTRACT + DEFAULT_PLUGIN_SOURCE,
                         default_reference)
-SWAP_PLUGIN = Plugin("swap_plugin.cu", PLUGIN_CONTRACT + SWAP_PLUGIN_SOURCE, swap_reference)
+SWAP_PLUGIN = Plugin("swap_plugin.cu", PLUGIN_CONTRACT + 'extern "C" __device__ float '
+                     "user_transform(float x) { return tanhf(x) + 0.5f * x; }", swap_reference)
 
 
 # ==== The lesson: compile, then link ==========================================
 # Each step is cuda.core with its options written out: copy one, with the import line and the
-# sources, and it runs. `name` is what NVRTC calls the source (a plug-in file's path: its quoted
-# #includes are found next to it); `include_path`, where CUDA's own headers are; `logs`, where
-# NVRTC's warnings go (anything with a write method).
+# sources, and it runs. `name`: NVRTC's name for the source (a plug-in file's path: its quoted
+# #includes are found next to it); `include_path`: CUDA's headers; `logs`: NVRTC's warnings.
 def compile_ptx(source: str, arch: str, name="library.cu", include_path=None,
                 logs=None) -> ObjectCode:
     """[1] One module compiled on its own to relocatable PTX."""
@@ -168,8 +159,7 @@ def link_lto(arch: str, library_ltoir: ObjectCode, plugin_ltoir: ObjectCode) -> 
 
 
 def compile_plugin(plugin: Plugin, arch: str, compile_step) -> ObjectCode:
-    """The plug-in compiled by compile_step ([1]'s compile_ptx or [2]'s compile_ltoir), NVRTC's
-    warnings shown; a Python plug-in, by numba-cuda to the same kind of code."""
+    """The plug-in compiled by compile_step, [1]'s or [2]'s; a Python one, by numba-cuda, alike."""
     if plugin.source is None:
         return compile_python(plugin, arch, "ltoir" if compile_step is compile_ltoir else "ptx")
     return compile_step(plugin.source, arch, plugin.name, CUDA_HEADERS, NVRTC_WARNINGS)
@@ -189,16 +179,14 @@ def ptx_linking(arch: str, plugins: list[Plugin], gpu) -> list[Build]:
         with failures_named(plugin.name):
             plugin_ptx, compile_ms = timed(lambda: compile_plugin(plugin, arch, compile_ptx))
             cubin, link_ms = timed(lambda: link_ptx(arch, library_ptx, plugin_ptx))
-        builds.append(Build(f"ptx {plugin.label}".strip(), arch, cubin, library_ptx, plugin_ptx,
-                            compile_ms=compile_ms, link_ms=link_ms))
-        check(builds[-1], plugin, gpu)
+        builds.append(check(Build(f"ptx {plugin.label}".strip(), arch, cubin, library_ptx,
+                                  plugin_ptx, compile_ms=compile_ms, link_ms=link_ms), plugin, gpu))
     return builds
 
 
 def lto_linking(arch: str, plugins: list[Plugin], gpu, library_ltoir: ObjectCode | None,
                 ptx_builds: list[Build]) -> list[Build]:
-    """[2] The library (unless --library gives its LTO-IR) and each plug-in compiled to LTO-IR,
-    then linked with LTO. A plug-in without a reference is checked against its ptx build."""
+    """[2] The library (or --library's LTO-IR) and each plug-in compiled to LTO-IR, then linked."""
     print("\n[2] LTO linking (link-time optimization)")
     if library_ltoir is None:
         library_ltoir = compile_ltoir(LIBRARY_SOURCE, arch)  # once, for every plug-in
@@ -209,9 +197,9 @@ def lto_linking(arch: str, plugins: list[Plugin], gpu, library_ltoir: ObjectCode
         with failures_named(plugin.name):
             plugin_ltoir, compile_ms = timed(lambda: compile_plugin(plugin, arch, compile_ltoir))
             cubin, link_ms = timed(lambda: link_lto(arch, library_ltoir, plugin_ltoir))
-        builds.append(Build(f"lto {plugin.label}".strip(), arch, cubin, library_ltoir,
-                            plugin_ltoir, compile_ms=compile_ms, link_ms=link_ms))
-        check(builds[-1], plugin, gpu, ptx_build)
+        build = Build(f"lto {plugin.label}".strip(), arch, cubin, library_ltoir, plugin_ltoir,
+                      compile_ms=compile_ms, link_ms=link_ms)
+        builds.append(check(build, plugin, gpu, ptx_build))
     return builds
 
 
@@ -219,13 +207,10 @@ def plugin_swap(arch: str, library_ltoir: ObjectCode, gpu) -> Build:
     """[3] The library's LTO-IR from step [2] linked with another plug-in: only that is compiled."""
     print("\n[3] Plug-in swap")
     print("  [swap] the library's LTO-IR from step [2], linked again: only the swap is compiled")
-    swap_ltoir, compile_ms = timed(lambda: compile_ltoir(SWAP_PLUGIN.source, arch,
-                                                         SWAP_PLUGIN.name))
+    swap_ltoir, ms = timed(lambda: compile_ltoir(SWAP_PLUGIN.source, arch, SWAP_PLUGIN.name))
     cubin, link_ms = timed(lambda: link_lto(arch, library_ltoir, swap_ltoir))
-    build = Build("swap", arch, cubin, library_ltoir, swap_ltoir, compile_ms=compile_ms,
-                  link_ms=link_ms)
-    check(build, SWAP_PLUGIN, gpu)
-    return build
+    build = Build("swap", arch, cubin, library_ltoir, swap_ltoir, compile_ms=ms, link_ms=link_ms)
+    return check(build, SWAP_PLUGIN, gpu)
 
 
 # ==== Launch and verify =======================================================
@@ -236,26 +221,25 @@ def launch_transform(kernel, stream, d_in, d_out, grid: int | None = None, block
     launch(stream, config, kernel, d_in.data.ptr, d_out.data.ptr, np.uint64(d_out.size))
 
 
-def launcher(build: Build):
-    """launch(stream, d_in, d_out) for the build's kernel."""
+def launcher(build: Build):  # launch(stream, d_in, d_out), for the build's kernel
     return partial(launch_transform, build.cubin.get_kernel(build.kernel))
 
 
-def check(build: Build, plugin: Plugin, gpu, ptx_build: Build | None = None) -> None:
-    """On a GPU, launch the build's kernel and check every element; then print its report."""
+def check(build: Build, plugin: Plugin, gpu, ptx_build: Build | None = None) -> Build:
+    """On a GPU, launch the build's kernel and check every element (against its ptx build's output,
+    for a plug-in without a reference); print its report; the build."""
     if gpu is not None:
-        # verify(): the output filled with a NaN no arithmetic makes, so that an element left
-        # unwritten fails; the kernel launched; each element compared with what it must be.
+        # The output is filled first with a NaN no arithmetic makes: an element left unwritten fails
         build.verification = verify(gpu, launcher(build), plugin.reference,
                                     ptx_build and launcher(ptx_build), plugin.against)
     print_report(build)
+    return build
 
 
 # ==== main: the whole run in a screenful ======================================
 def main(argv=None) -> int:
     """Link each plug-in into the library without and with LTO, launch, verify; the exit code."""
     args = parse_args(argv, DEFAULT_PLUGIN, PLUGIN_CONTRACT)  # every input read and checked
-    # The GPU: its device, a stream CuPy shares, the input and the output (none: --compile-only)
     gpu_session = nullcontext() if args.compile_only else open_gpu(args.device, args.elements)
     with run_record(args.json, args.emit, elements=args.elements) as record, gpu_session as gpu:
         arch = args.arch or f"sm_{gpu.device.arch}"

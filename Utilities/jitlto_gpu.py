@@ -51,15 +51,18 @@ def open_gpu(index: int, elements: int, arrays: int = 3):
                          f"({arrays} float32 arrays and 1 GiB to spare), but only "
                          f"{free / 2**30:.1f} GiB is free; choose a smaller --elements")
     stream = device.create_stream()
+    gpu = None
     try:
         with cp.cuda.Stream.from_external(stream):  # through the CUDA stream protocol
             d_in = cp.empty(elements, np.float32)
-            yield Gpu(device, stream, standard_normal_float32(elements, d_in), d_in,
+            gpu = Gpu(device, stream, standard_normal_float32(elements, d_in), d_in,
                       cp.empty(elements, np.float32))
+            yield gpu
     finally:
         stream.sync()
         stream.close()
-        d_in = None  # the arrays go back to the driver now, not when the objects die
+        if gpu:  # the arrays go back to the driver now, not when the objects die
+            gpu.d_in = gpu.d_out = d_in = None
         cp.get_default_memory_pool().free_all_blocks()
 
 
