@@ -167,22 +167,29 @@ def read_library(path: str) -> ObjectCode:
         raise UsageError(f"--library {path}: cannot be read ({exc.strerror})") from None
 
 
-# A trial link of --library's LTO-IR (standard input) for sys.argv[1]: alone, it must miss
-# user_transform; with a plug-in that returns x, it must make a cubin (standard output).
+# A trial link of --library's LTO-IR (standard input) for the architecture sys.argv[1]: alone, it
+# must miss user_transform; with a plug-in that returns x, it must link (the cubin: standard output)
 TRIAL_LINK = """import sys
 from cuda.core import Linker, LinkerOptions, ObjectCode, Program, ProgramOptions
-library = ObjectCode.from_ltoir(sys.stdin.buffer.read())
-options = LinkerOptions(arch=sys.argv[1], link_time_optimization=True)
+def link(*codes):
+    options = LinkerOptions(arch=sys.argv[1], link_time_optimization=True)
+    return Linker(*codes, options=options).link("cubin")
 try:
-    Linker(library, options=options).link("cubin")
-    sys.exit("links without a plug-in: its kernel never calls user_transform, or defines it")
-except Exception as error:
-    if "user_transform" not in str(error):
-        raise
-plugin = Program('extern "C" __device__ float user_transform(float x) { return x; }', "c++",
-                 ProgramOptions(arch=sys.argv[1], relocatable_device_code=True,
-                                link_time_optimization=True)).compile("ltoir")
-sys.stdout.buffer.write(bytes(Linker(library, plugin, options=options).link("cubin").code))
+    library = ObjectCode.from_ltoir(sys.stdin.buffer.read())
+    try:
+        link(library)
+    except Exception as error:
+        if "user_transform" not in str(error):
+            raise
+    else:
+        sys.exit("it links without a plug-in: its kernel never calls user_transform, or defines it")
+    options = ProgramOptions(arch=sys.argv[1], relocatable_device_code=True,
+                             link_time_optimization=True)
+    plugin = Program('extern "C" __device__ float user_transform(float x) { return x; }', "c++",
+                     options).compile("ltoir")
+    sys.stdout.buffer.write(bytes(link(library, plugin).code))
+except Exception as error:  # nvJitLink's words, not a traceback
+    sys.exit("nvJitLink: " + str(error).split("nvJitLink error log:")[-1].strip())
 """
 
 
@@ -191,22 +198,15 @@ def check_library(library: ObjectCode, arch: str) -> ObjectCode:
     file; -P: the child imports nothing from the current folder) made the kernel apply_transform."""
     child = subprocess.run([sys.executable, "-P", "-c", TRIAL_LINK, arch], capture_output=True,
                            input=bytes(library.code))
-    text = child.stderr.decode(errors="replace")  # nvJitLink's log, else the error's last line
-    log = clean(text.partition("nvJitLink error log:")[2] or text.strip()[text.rfind("\n") + 1:])
-    if "arch newer than target" in log:
-        raise SampleError(f"nvJitLink could not link --library {library.name}:\n{log}\nhint: it "
-                          "was built for a newer GPU than this one: a library ships LTO-IR for the "
-                          "oldest GPU it supports, which links for that GPU and every newer one")
     if child.returncode == 0 and "apply_transform" in read_cubin(child.stdout, "")[0]:
         return library
+    why = clean(child.stderr.decode(errors="replace")) or "nvJitLink crashed on it"
+    if "arch newer than target" in why:
+        raise SampleError(f"nvJitLink could not link --library {library.name}:\n{why}\nhint: it "
+                          "was built for a newer GPU than this one: a library ships LTO-IR for the "
+                          "oldest GPU it supports, which links for that GPU and every newer one")
     if child.returncode == 0:
         why = "it makes no kernel apply_transform"
-    elif "multiply defined" in log:
-        why = "it already defines user_transform"
-    elif "links without a plug-in" in log:
-        why = log.splitlines()[-1]
-    else:
-        why = f"nvJitLink cannot read it: {log or 'a crash'}"
     raise UsageError(f"--library {library.name}: is not the library's LTO-IR ({why}); give the "
                      "library.ltoir that --compile-only --arch sm_XX --emit DIR writes")
 

@@ -129,7 +129,8 @@ def run_record(json_path: str | None, emit: str | None, **run):
     whole as the run starts, with "exit_code": null (a killed run says it did not finish), and again
     as it ends; --emit DIR gets each build's code as it ends. With --json -, standard output gets
     the record alone, at the end (the report goes to standard error). A failed run emits nothing."""
-    record, exit_code = {"sample": "jitLtoLinking", **run, "exit_code": None, "builds": []}, 1
+    record = {"sample": "jitLtoLinking", **run, "exit_code": None, "builds": []}
+    exit_code = 1  # until the run ends well
     if json_path not in (None, "-"):
         write_json(json_path, record, UsageError)
     report_to = sys.stderr if json_path == "-" else sys.stdout
@@ -182,17 +183,12 @@ def emit_builds(folder: Path, builds: list[Build]) -> None:
                 files[folder / f"{name}.ptx"] = Linker(library, plugin, options=options).link("ptx")
     for path, code in files.items():
         data = bytes(code.code)  # PTX as NVRTC makes it ends with a C string's NUL
-        write_new(path, data.rstrip(b"\0") if code.code_type == "ptx" else data)
-
-
-def write_new(path: Path, data: bytes) -> None:
-    """Write a file that is not there yet; an error as one line naming it."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "xb") as file:
-            file.write(data)
-    except OSError as exc:
-        raise SampleError(f"--emit: {path} could not be written ({exc.strerror})") from None
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            with open(path, "xb") as file:  # a file that is not there yet
+                file.write(data.rstrip(b"\0") if code.code_type == "ptx" else data)
+        except OSError as exc:
+            raise SampleError(f"--emit: {path} could not be written ({exc.strerror})") from None
 
 
 # ==== How the command ends ====================================================
