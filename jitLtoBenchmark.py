@@ -172,18 +172,18 @@ def main(argv=None) -> int:
               "time over the kernel's; over lto: the kernel's time over the lto build's\n")
         print_row("build", "link ms", "registers", "calls", "kernel ms", "% of copy", "over lto")
         for plugin in args.plugins:
-            for library, on in ((MAP, gpu), (QUADRATURE, quadrature_gpu)):
+            for library, arrays in ((MAP, gpu), (QUADRATURE, quadrature_gpu)):
                 with failures_named(plugin.name):
                     builds = every_build(library, plugin, arch)
                 for build in builds.values():
-                    build.kernel_ms = kernel_ms(launcher(build), on)
+                    build.kernel_ms = kernel_ms(launcher(build), arrays)
                 for build in builds.values():  # checked after all are timed: the clocks stay up
                     ptx_launch = None if build is builds["ptx"] else launcher(builds["ptx"])
-                    build.verification = library.check(on, launcher(build), plugin, ptx_launch)
+                    build.verification = library.check(arrays, launcher(build), plugin, ptx_launch)
+                    percent = 100 * copy_ms / build.kernel_ms if library is MAP else None
                     print_row(build.label, build.link_ms and f"{build.link_ms:.1f}",
                               build.registers, "pointer" if build.through_pointer else build.calls,
-                              f"{build.kernel_ms:.4f}", library is MAP and
-                              f"{100 * copy_ms / build.kernel_ms:.1f}" or None,
+                              f"{build.kernel_ms:.4f}", percent and f"{percent:.1f}",
                               f"{build.kernel_ms / builds['lto'].kernel_ms:.2f}x")
                     if build.failed:
                         print_report(build)

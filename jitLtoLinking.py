@@ -171,8 +171,8 @@ def ptx_linking(arch: str, plugins: list[Plugin], gpu) -> list[Build]:
     print("\n[1] PTX linking (no LTO)")
     try:
         library_ptx = compile_ptx(LIBRARY_SOURCE, arch)  # once, for every plug-in
-    except RuntimeError as no_driver:  # --compile-only without a driver: none to ask
-        print(f"  [ptx] skipped: cuda.core asks the driver which PTX it loads ({no_driver})")
+    except RuntimeError as no_driver:  # --compile-only without a driver (LTO-IR needs none)
+        print(f"  [ptx] skipped: cuda.core asks the driver which PTX version to emit ({no_driver})")
         return []
     builds = []
     for plugin in plugins:
@@ -193,7 +193,7 @@ def lto_linking(arch: str, plugins: list[Plugin], gpu, library_ltoir: ObjectCode
     else:
         print(f"  [lto] the library's LTO-IR: --library {library_ltoir.name} (not compiled here)")
     builds = []
-    for plugin, ptx_build in zip_longest(plugins, ptx_builds):
+    for plugin, ptx_build in zip_longest(plugins, ptx_builds):  # no ptx builds: [1] was skipped
         with failures_named(plugin.name):
             plugin_ltoir, compile_ms = timed(lambda: compile_plugin(plugin, arch, compile_ltoir))
             cubin, link_ms = timed(lambda: link_lto(arch, library_ltoir, plugin_ltoir))
@@ -243,10 +243,10 @@ def main(argv=None) -> int:
     gpu_session = nullcontext() if args.compile_only else open_gpu(args.device, args.elements)
     with run_record(args.json, args.emit, elements=args.elements) as record, gpu_session as gpu:
         arch = args.arch or f"sm_{gpu.device.arch}"
-        shipped = args.library_ltoir and check_library(args.library_ltoir, arch)  # --library
+        shipped_ltoir = check_library(args.library_ltoir, arch) if args.library else None
         ptx_builds = ptx_linking(arch, args.plugins, gpu)                                # [1]
-        lto_builds = lto_linking(arch, args.plugins, gpu, shipped, ptx_builds)           # [2]
-        swap_build = plugin_swap(arch, lto_builds[0].library, gpu)                       # [3]
+        lto_builds = lto_linking(arch, args.plugins, gpu, shipped_ltoir, ptx_builds)     # [2]
+        swap_build = plugin_swap(arch, lto_builds[0].library, gpu)  # [3]: [2]'s library LTO-IR
         record["builds"] += [*ptx_builds, *lto_builds, swap_build]  # for --json and --emit
         failed = [build.label for build in record["builds"] if build.failed]
         if failed:

@@ -36,8 +36,8 @@ def open_gpu(index: int, elements: int, arrays: int = 3):
     try:
         devices = Device.get_all_devices()  # cuda.core loads the driver here, not at import
     except Exception as exc:  # noqa: BLE001 -- no libcuda.so, or a driver that cannot start
-        raise WaivedError(f"no usable CUDA driver or GPU ({str(exc).strip()}); this run is waived; "
-                          "--compile-only --arch sm_90 builds without one") from None
+        raise WaivedError(f"no usable CUDA driver or GPU ({str(exc).strip()}); this run is "
+                          "waived") from None
     if index >= len(devices):
         listing = "; ".join(f"{i}: {d.name}" for i, d in enumerate(devices)) or "none"
         raise (UsageError if devices else WaivedError)(

@@ -115,9 +115,10 @@ def parse_args(argv, default_plugin: Plugin, contract: str, study: bool = False)
         add("--arch", metavar="sm_XX", help="the architecture to build for, with --compile-only")
     args = parser.parse_args(argv)
     try:
-        if args.elements < 1 or args.device < 0:
-            raise UsageError(f"--elements must be at least 1 and --device at least 0 (got "
-                             f"{args.elements} and {args.device})")
+        if args.elements < 1:
+            raise UsageError(f"--elements must be at least 1 (got {args.elements})")
+        if args.device < 0:
+            raise UsageError(f"--device must be at least 0 (got {args.device})")
         if args.compile_only != (args.arch is not None):
             raise UsageError("--compile-only and --arch go together: a run on a GPU builds for it")
         supported = [f"sm_{number}" for number in tools_loaded()]
@@ -287,7 +288,8 @@ NUMBA_HINTS = [  # numba's reason: what it means, and the construct it is about
     (r"<ufunc", "NumPy's functions do not compile here: use math's (math.exp, ...)",
      r"\b(np|numpy)\.\w+\("),
     (r"set_try_status", "try/except is not supported", r"^\s*try\s*:"),
-    (r"RecursionError", "a function that calls itself is not supported", None),
+    (r"RecursionError|name 'user_transform'", "a function that calls itself is not supported",
+     None),
     (r"Signature mismatch|ufunc", "user_transform takes one argument, x", r"def user_transform"),
     (r"driver library cannot be found|of <class 'function'>", "without a CUDA driver, numba-cuda "
      'compiles only the helpers it inlines: decorate each with @numba.njit(inline="always")', None),
