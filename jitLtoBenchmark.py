@@ -19,10 +19,11 @@ from dataclasses import dataclass, replace
 from jitLtoLinking import (DEFAULT_PLUGIN, LIBRARY_KERNEL, PLUGIN_CONTRACT, compile_ltoir,
                            compile_plugin, compile_ptx, launcher, link_lto, link_ptx)
 
-import cupy as cp  # noqa: E402 -- after the lesson, which finds the Utilities folder
-import numpy as np  # noqa: E402
-from cuda.core import ObjectCode, Program, ProgramOptions  # noqa: E402
-from cupyx.profiler import benchmark  # noqa: E402
+import cupy as cp
+import numpy as np
+from cuda.core import ObjectCode, Program, ProgramOptions
+from cupyx.profiler import benchmark
+# The lesson, imported first, puts its Utilities folder on the path (and takes Ctrl-C from then on)
 from jitlto_gpu import open_gpu, verify  # noqa: E402
 from jitlto_inputs import CUDA_HEADERS, failures_named, parse_args  # noqa: E402
 from jitlto_report import Build, SampleError, print_report, run_command, run_record  # noqa: E402
@@ -160,7 +161,8 @@ def main(argv=None) -> int:
     args = parse_args(argv, DEFAULT_PLUGIN, PLUGIN_CONTRACT, study=True)
     with run_record(args.json, args.emit, elements=args.elements) as record, \
             open_gpu(args.device, args.elements) as gpu:
-        arch, count = f"sm_{gpu.device.arch}", min(args.elements, 2**22)
+        arch = f"sm_{gpu.device.arch}"
+        count = min(args.elements, 2**22)
         # The quadrature over the first `count` elements: 2^30 calls at most, to time
         quadrature_gpu = replace(gpu, x=gpu.x[:count], d_in=gpu.d_in[:count],
                                  d_out=gpu.d_out[:count])

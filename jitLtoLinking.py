@@ -37,13 +37,13 @@ try:
     from jitlto_report import Build, SampleError, print_report, run_command, run_record, timed
 except ImportError as missing:  # say what is missing, and how to get it
     here = os.path.dirname(os.path.abspath(__file__))
-    if (missing.name or "").startswith(("jitlto_", "cuda_samples_utils")):
-        sys.exit(f"{sys.argv[0]}: error: {missing}; the folder {here}/Utilities is incomplete: "
-                 "restore it from the sample")
-    sys.exit(f"{sys.argv[0]}: error: {missing}; install what the sample needs with: "
-             f"python -m pip install -r {here}/requirements.txt")
+    fix = (f"the folder {here}/Utilities is incomplete: restore it from the sample"
+           if (missing.name or "").startswith(("jitlto_", "cuda_samples_utils")) else
+           f"install what the sample needs with: python -m pip install -r {here}/requirements.txt")
+    sys.exit(f"{os.path.basename(sys.argv[0])}: error: {missing}; {fix}")
 except OSError as error:  # CuPy makes ~/.cupy as it is imported
-    sys.exit(f"{sys.argv[0]}: error: {error}; set CUPY_CACHE_DIR to a folder you can write to")
+    sys.exit(f"{os.path.basename(sys.argv[0])}: error: {error}; set CUPY_CACHE_DIR to a folder "
+             "you can write to")
 
 # ==== Device code =============================================================
 # The library's contract with its plug-ins: user_transform is declared, not defined; the plug-in
@@ -52,7 +52,6 @@ except OSError as error:  # CuPy makes ~/.cupy as it is imported
 # error, where the linker, which matches extern "C" names alone, would link it silently.
 PLUGIN_CONTRACT = 'extern "C" __device__ float user_transform(float x);\n'
 
-# The library's kernel: every element of `in`, through the plug-in, into `out`.
 LIBRARY_KERNEL = r"""
 extern "C" __global__ void apply_transform(const float* __restrict__ in,
                                            float* __restrict__ out,
@@ -98,10 +97,11 @@ extern "C" __device__ float user_transform(float x)
     return y > 0.0f ? y : 0.0f;
 }
 """
+SWAP_PLUGIN_SOURCE = r"""
+extern "C" __device__ float user_transform(float x) { return tanhf(x) + 0.5f * x; }
+"""
 
 
-
-# The plug-ins' NumPy references
 def default_reference(x: np.ndarray) -> np.ndarray:
     """max(x*x + 3x - 1, 0) in float32, like the default plug-in."""
     y = x * x + np.float32(3.0) * x - np.float32(1.0)
@@ -113,12 +113,10 @@ def swap_reference(x: np.ndarray) -> np.ndarray:
     return np.tanh(x) + np.float32(0.5) * x
 
 
-# A plug-in: NVRTC's name for it, its source (the contract first), its NumPy reference; the swap's
-# is linked in step [3] with the library's LTO-IR from step [2].
+# The plug-ins: NVRTC's name for each, its source (the contract first), its NumPy reference
 DEFAULT_PLUGIN = Plugin("default_plugin.cu", PLUGIN_CONTRACT + DEFAULT_PLUGIN_SOURCE,
                         default_reference)
-SWAP_PLUGIN = Plugin("swap_plugin.cu", PLUGIN_CONTRACT + 'extern "C" __device__ float '
-                     "user_transform(float x) { return tanhf(x) + 0.5f * x; }", swap_reference)
+SWAP_PLUGIN = Plugin("swap_plugin.cu", PLUGIN_CONTRACT + SWAP_PLUGIN_SOURCE, swap_reference)
 
 
 # ==== The lesson: compile, then link ==========================================
@@ -172,6 +170,8 @@ def ptx_linking(arch: str, plugins: list[Plugin], gpu) -> list[Build]:
     try:
         library_ptx = compile_ptx(LIBRARY_SOURCE, arch)  # once, for every plug-in
     except RuntimeError as no_driver:  # --compile-only without a driver (LTO-IR needs none)
+        if gpu is not None:
+            raise
         print(f"  [ptx] skipped: cuda.core asks the driver which PTX version to emit ({no_driver})")
         return []
     builds = []
@@ -179,13 +179,13 @@ def ptx_linking(arch: str, plugins: list[Plugin], gpu) -> list[Build]:
         with failures_named(plugin.name):
             plugin_ptx, compile_ms = timed(lambda: compile_plugin(plugin, arch, compile_ptx))
             cubin, link_ms = timed(lambda: link_ptx(arch, library_ptx, plugin_ptx))
-        builds.append(check(Build(f"ptx {plugin.label}".strip(), arch, cubin, library_ptx,
-                                  plugin_ptx, compile_ms=compile_ms, link_ms=link_ms), plugin, gpu))
+        build = Build(f"ptx {plugin.label}".strip(), arch, cubin, library_ptx, plugin_ptx,
+                      compile_ms=compile_ms, link_ms=link_ms)
+        builds.append(check(build, plugin, gpu))
     return builds
 
 
-def lto_linking(arch: str, plugins: list[Plugin], gpu, library_ltoir: ObjectCode | None,
-                ptx_builds: list[Build]) -> list[Build]:
+def lto_linking(arch: str, plugins: list[Plugin], gpu, library_ltoir, ptx_builds) -> list[Build]:
     """[2] The library (or --library's LTO-IR) and each plug-in compiled to LTO-IR, then linked."""
     print("\n[2] LTO linking (link-time optimization)")
     if library_ltoir is None:
@@ -226,8 +226,8 @@ def launcher(build: Build):  # launch(stream, d_in, d_out), for the build's kern
 
 
 def check(build: Build, plugin: Plugin, gpu, ptx_build: Build | None = None) -> Build:
-    """On a GPU, launch the build's kernel and check every element (against its ptx build's output,
-    for a plug-in without a reference); print its report; the build."""
+    """On a GPU, launch the build's kernel, check every element (with no reference, against the
+    ptx build's output); print its report; return the build."""
     if gpu is not None:
         # The output is filled first with a NaN no arithmetic makes: an element left unwritten fails
         build.verification = verify(gpu, launcher(build), plugin.reference,

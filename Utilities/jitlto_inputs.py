@@ -65,6 +65,10 @@ def read_plugins(given: list[str], contract: str) -> list[Plugin]:
             raise UsageError(f"--plugin {path}: holds no .cu plug-in, no .py defining "
                              "user_transform")
         plugins += found
+    labels = [plugin.label for plugin in plugins]
+    twice = sorted({label for label in labels if labels.count(label) > 1})
+    if twice:  # reports and --emit's files are named after it
+        raise UsageError(f"--plugin: two plug-ins are named {', '.join(twice)}")
     return plugins
 
 

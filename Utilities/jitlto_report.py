@@ -49,7 +49,8 @@ def read_cubin(cubin: bytes, kernel: str) -> tuple[list[str], Counter, int | Non
                     ) if relocations else Counter()
     registers = None
     for section in elf.iter_sections():  # NVIDIA's .nv.info records: format, attribute, size
-        records, at = section.data() if section.name.startswith(".nv.info") else b"", 0
+        records = section.data() if section.name.startswith(".nv.info") else b""
+        at = 0
         while at + 4 <= len(records):
             size = int.from_bytes(records[at + 2:at + 4], "little") if records[at] == 4 else 0
             if records[at + 1] == 0x2F:  # EIATTR_REGCOUNT: the function's symbol, its registers
@@ -73,18 +74,20 @@ class Build:
     kernel: str = "apply_transform"
     compile_ms: float | None = None  # the plug-in's compile
     link_ms: float | None = None
-    through_pointer: bool = False  # the library calls user_transform through a device pointer
-    cubin_bytes: int = 0  # read off the cubin as the build is made
-    registers: int | None = None  # per thread, of the kernel
-    calls: int = 0  # the kernel's call sites of user_transform (direct; through the pointer)
-    user_transform: str = ""  # what became of it
+    through_pointer: bool = False  # its library calls user_transform through a pointer (study)
+    # Read off the cubin as the build is made
+    cubin_bytes: int = field(init=False)
+    registers: int | None = field(init=False)  # per thread, of the kernel
+    calls: int = field(init=False)  # the kernel's direct calls of user_transform
+    user_transform: str = field(init=False)  # what became of it
     verification: dict | None = None  # what the check of its output found
     kernel_ms: float | None = None  # the study's: the median kernel time
 
     def __post_init__(self):
         code = bytes(self.cubin.code)
         functions, calls, self.registers = read_cubin(code, self.kernel)
-        self.cubin_bytes, self.calls = len(code), calls["user_transform"]
+        self.cubin_bytes = len(code)
+        self.calls = calls["user_transform"]
         if self.through_pointer:
             self.user_transform = "called through the library's pointer (an indirect call)"
         elif self.calls:
@@ -147,9 +150,6 @@ def run_record(json_path: str | None, emit: str | None, **run):
         if json_path:
             builds = [build.figures() for build in record["builds"]]
             write_json(json_path, {**record, "exit_code": exit_code, "builds": builds})
-        if exit_code == 0:  # the record says 0: from here on, so does the process
-            for signum in (signal.SIGINT, signal.SIGTERM):
-                signal.signal(signum, signal.SIG_IGN)
 
 
 def write_json(path: str, record: dict, error=SampleError) -> None:
@@ -199,11 +199,14 @@ def run_command(main) -> None:
     if sys.stdout:
         sys.stdout.reconfigure(line_buffering=True)  # each line shows as it is printed, pipes too
     try:
-        sys.exit(main())
+        exit_code = main()
     except SampleError as error:
         word = "waived" if error.exit_code == 77 else "error"
         print(f"{os.path.basename(sys.argv[0])}: {word}: {error}", file=sys.stderr)
-        sys.exit(error.exit_code)
+        exit_code = error.exit_code
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        sys.exit(1)
+        exit_code = 1
+    for signum in (signal.SIGINT, signal.SIGTERM):  # the record has the exit code: so will the
+        signal.signal(signum, signal.SIG_IGN)  # process, whatever comes as Python shuts down
+    sys.exit(exit_code)
