@@ -320,12 +320,12 @@ def compile_python(plugin: Plugin, arch: str, target: str) -> ObjectCode:
 
 def numba_message(error: Exception, plugin: Plugin) -> str:
     """numba's reason without its internals, the plug-in's line, and what it means."""
-    text = f"{type(error).__name__}: {clean(str(error))}"
+    text = f"{type(error).__name__}: {clean(re.sub(' object at 0x[0-9a-f]+', '', str(error)))}"
     reason = next(line for line in text.splitlines() if "Failed in" not in line)
     hint, construct = next((hint, construct) for pattern, hint, construct in NUMBA_HINTS
                            if re.search(pattern, text))
     code = Path(plugin.name).read_text(errors="replace").splitlines()
-    lines = re.findall(rf'{re.escape(plugin.label)}", line (\d+)', text) or [
+    lines = re.findall(rf'{re.escape(plugin.label)}(?:", line | \()(\d+)', text) or [
         number for number, line in enumerate(code, 1) if construct and re.search(construct, line)]
     where = f", line {lines[-1]}" if lines else ""
     return f"numba-cuda could not compile {plugin.label}{where}: {reason}\nhint: {hint}"

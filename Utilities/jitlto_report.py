@@ -156,7 +156,7 @@ def write_json(path: str, record: dict, error=SampleError) -> None:
     """The record to PATH ('-': standard output), whole: a temporary file, then renamed."""
     text = json.dumps(record, indent=2) + "\n"
     if path == "-":
-        sys.stdout.write(text)
+        print(text, end="")  # nothing, if standard output is closed
         return
     try:
         handle, temporary = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".jitLtoLinking-")
@@ -183,11 +183,15 @@ def emit_builds(folder: Path, builds: list[Build]) -> None:
                 files[folder / f"{name}.ptx"] = Linker(library, plugin, options=options).link("ptx")
     for path, code in files.items():
         data = bytes(code.code)  # PTX as NVRTC makes it ends with a C string's NUL
+        created = False
         try:
             folder.mkdir(parents=True, exist_ok=True)
             with open(path, "xb") as file:  # a file that is not there yet
+                created = True
                 file.write(data.rstrip(b"\0") if code.code_type == "ptx" else data)
         except OSError as exc:
+            if created:  # ours, and not whole
+                path.unlink()
             raise SampleError(f"--emit: {path} could not be written ({exc.strerror})") from None
 
 

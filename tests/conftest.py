@@ -8,19 +8,17 @@ from cuda.core import Device
 from helpers import ARCH, lto_build, run_sample, sample
 
 
-def gpu_problem() -> str | None:
-    """Why GPU tests cannot run here, or None if they can."""
+def gpu_problem() -> str | None:  # why GPU tests cannot run here
     try:
         return None if Device.get_all_devices() else "the CUDA driver sees no GPU"
-    except Exception as exc:  # noqa: BLE001 -- no driver, or one that cannot start
+    except Exception as exc:
         return f"no usable CUDA driver or GPU ({str(exc).strip()})"
 
 
-def numba_problem() -> str | None:
-    """Why Python plug-ins cannot be built here, or None."""
+def numba_problem() -> str | None:  # why Python plug-ins cannot be built here
     try:
-        import numba.cuda  # noqa: F401
-    except Exception as exc:  # noqa: BLE001 -- not installed, or not for this NumPy
+        import numba.cuda
+    except Exception as exc:
         return f"needs numba-cuda ({type(exc).__name__}: {exc})"
     return None
 
@@ -38,14 +36,12 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture
 def no_gpu_here():
-    """Skip on a machine with a GPU: the no-GPU path cannot be reached there."""
     if GPU_PROBLEM is None:
         pytest.skip("this machine has a GPU; the no-GPU path cannot be reached here")
 
 
 @pytest.fixture(scope="session")
-def default_lto():
-    """The lesson's step [2] for the default plug-in, for sm_90."""
+def default_lto():  # the lesson's step [2] for the default plug-in, for sm_90
     return lto_build(sample.DEFAULT_PLUGIN, ARCH)
 
 
