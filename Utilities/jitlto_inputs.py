@@ -295,8 +295,10 @@ NUMBA_HINTS = [  # numba's reason: what it means, and the construct it is about
     (r"RecursionError|name 'user_transform'", "a function that calls itself is not supported",
      None),
     (r"Signature mismatch|ufunc", "user_transform takes one argument, x", r"def user_transform"),
-    (r"driver library cannot be found|of <class 'function'>", "without a CUDA driver, numba-cuda "
+    (r"driver library cannot be found|Error at driver init", "without a CUDA driver, numba-cuda "
      'compiles only the helpers it inlines: decorate each with @numba.njit(inline="always")', None),
+    (r"of <class 'function'>", "numba compiles a helper only if it is decorated: "
+     '@numba.njit(inline="always") builds anywhere, @numba.njit with a CUDA driver', None),
     (r"", "a Python plug-in is compiled as a C function of one float32: arithmetic, math's "
      "functions, helper functions and number constants work", None),
 ]

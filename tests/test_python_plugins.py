@@ -47,10 +47,18 @@ PLAIN_HELPER = """
 
 
 @numba
-def test_a_plain_helper_without_a_driver_says_how_to_write_it(tmp_path, no_gpu_here):
+def test_a_plain_helper_says_how_to_decorate_it(tmp_path):  # with a driver too, measured on a GPU
     result = compile_only("--plugin", str(write(tmp_path, "plain.py", PLAIN_HELPER)))
-    assert_clean_failure(result, 1, "numba-cuda could not compile plain.py",
-                         'decorate each with @numba.njit(inline="always")')
+    assert_clean_failure(result, 1, "numba-cuda could not compile plain.py, line",
+                         'it is decorated: @numba.njit(inline="always") builds anywhere')
+
+
+@numba
+def test_a_helper_numba_does_not_inline_needs_a_driver_and_says_so(tmp_path, no_gpu_here):
+    jitted = PLAIN_HELPER.replace("    import math", "    import math\n    import numba").replace(
+        "    def softplus", "    @numba.njit\n    def softplus")
+    result = compile_only("--plugin", str(write(tmp_path, "jitted.py", jitted)))
+    assert_clean_failure(result, 1, 'decorate each with @numba.njit(inline="always")')
 
 
 @numba
