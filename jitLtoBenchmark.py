@@ -60,6 +60,11 @@ CUPY_DEFAULT_TRANSFORM = cp.ElementwiseKernel(
     "float32 x", "float32 y", "const float t = x * x + 3.0f * x - 1.0f; y = t > 0.0f ? t : 0.0f;")
 
 
+def device_copy(stream, d_in, d_out) -> None:
+    """d_in's bytes into d_out, by the driver's copy: the map's ceiling, the same bytes moved."""
+    d_out.data.copy_from_device_async(d_in.data, d_in.nbytes)
+
+
 def cupy_default_transform(stream, d_in, d_out) -> None:
     """CuPy's kernel over d_in into d_out, on CuPy's current stream (the GPU's)."""
     CUPY_DEFAULT_TRANSFORM(d_in, d_out)
@@ -156,19 +161,32 @@ MAP = Library("map", "apply_transform", LIBRARY_KERNEL, check_map)
 QUADRATURE = Library("quadrature", "integrate_transform", QUADRATURE_KERNEL, check_integral)
 
 
+def time_and_check(builds: dict[str, Build], library: Library, plugin, gpu, copy_ms: float):
+    """Each build's kernel timed, then checked (the clocks stay up while they are timed); a row of
+    the table for each: % of copy for the map, and the time over the lto build's."""
+    for build in builds.values():
+        build.kernel_ms = kernel_ms(launcher(build), gpu)
+    for build in builds.values():
+        ptx_launch = None if build is builds["ptx"] else launcher(builds["ptx"])
+        build.verification = library.check(gpu, launcher(build), plugin, ptx_launch)
+        percent = 100 * copy_ms / build.kernel_ms if library is MAP else None
+        print_row(build.label, build.link_ms and f"{build.link_ms:.1f}", build.registers,
+                  "pointer" if build.through_pointer else build.calls, f"{build.kernel_ms:.4f}",
+                  percent and f"{percent:.1f}", f"{build.kernel_ms / builds['lto'].kernel_ms:.2f}x")
+        if build.failed:
+            print_report(build)
+
+
 def main(argv=None) -> int:
     """Every plug-in built every way into both library kernels; each kernel timed and checked."""
     args = parse_args(argv, DEFAULT_PLUGIN, PLUGIN_CONTRACT, study=True)
     with run_record(args.json, args.emit, elements=args.elements) as record, \
             open_gpu(args.device, args.elements) as gpu:
         arch = f"sm_{gpu.device.arch}"
-        count = min(args.elements, 2**22)
-        # The quadrature over the first `count` elements: 2^30 calls at most, to time
+        count = min(args.elements, 2**22)  # the quadrature's elements: 2^30 calls at most
         quadrature_gpu = replace(gpu, x=gpu.x[:count], d_in=gpu.d_in[:count],
                                  d_out=gpu.d_out[:count])
-        copy_ms = record["device_copy_ms"] = kernel_ms(  # the map's ceiling: the same bytes
-            lambda stream, d_in, d_out: d_out.data.copy_from_device_async(d_in.data, d_in.nbytes),
-            gpu)
+        copy_ms = record["device_copy_ms"] = kernel_ms(device_copy, gpu)
         print(f"\n  map: {args.elements:,} elements; quadrature: the first {count:,}, 256 calls "
               "each. kernel ms: the median of 100 launches after 100; % of copy: a device copy's "
               "time over the kernel's; over lto: the kernel's time over the lto build's\n")
@@ -177,18 +195,7 @@ def main(argv=None) -> int:
             for library, arrays in ((MAP, gpu), (QUADRATURE, quadrature_gpu)):
                 with failures_named(plugin.name):
                     builds = every_build(library, plugin, arch)
-                for build in builds.values():
-                    build.kernel_ms = kernel_ms(launcher(build), arrays)
-                for build in builds.values():  # checked after all are timed: the clocks stay up
-                    ptx_launch = None if build is builds["ptx"] else launcher(builds["ptx"])
-                    build.verification = library.check(arrays, launcher(build), plugin, ptx_launch)
-                    percent = 100 * copy_ms / build.kernel_ms if library is MAP else None
-                    print_row(build.label, build.link_ms and f"{build.link_ms:.1f}",
-                              build.registers, "pointer" if build.through_pointer else build.calls,
-                              f"{build.kernel_ms:.4f}", percent and f"{percent:.1f}",
-                              f"{build.kernel_ms / builds['lto'].kernel_ms:.2f}x")
-                    if build.failed:
-                        print_report(build)
+                time_and_check(builds, library, plugin, arrays, copy_ms)
                 record["builds"] += builds.values()
         cupy_ms = record["cupy_elementwise_ms"] = kernel_ms(cupy_default_transform, gpu)
         cupy = verify(gpu, cupy_default_transform, DEFAULT_PLUGIN.reference)

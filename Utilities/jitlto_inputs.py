@@ -125,7 +125,13 @@ def parse_args(argv, default_plugin: Plugin, contract: str, study: bool = False)
             raise UsageError(f"--device must be at least 0 (got {args.device})")
         if args.compile_only != (args.arch is not None):
             raise UsageError("--compile-only and --arch go together: a run on a GPU builds for it")
-        supported = [f"sm_{number}" for number in tools_loaded()]
+        try:  # NVRTC and nvJitLink are loaded here: a missing or broken one says how to get it
+            nvjitlink.version()
+            supported = [f"sm_{number}" for number in nvrtc.nvrtcGetSupportedArchs()[1]]
+        except RuntimeError as exc:
+            raise SampleError(f"NVRTC or nvJitLink could not be loaded ({exc}); install what the "
+                              f"sample needs with: python -m pip install -r {REQUIREMENTS}.txt"
+                              ) from None
         if args.arch is not None and args.arch not in supported:
             raise UsageError(f"--arch {args.arch}: not an architecture this NVRTC builds for "
                              f"({', '.join(supported)})")
@@ -150,17 +156,6 @@ def check_outputs(json_path: str | None, emit: str | None, inputs: list) -> None
             raise UsageError(f"--emit {emit}: is not a new or empty folder")
     except OSError as exc:
         raise UsageError(f"--emit {emit}: cannot be read ({exc.strerror})") from None
-
-
-def tools_loaded() -> list[int]:
-    """The architectures NVRTC builds for, once NVRTC and nvJitLink load; else how to get them."""
-    try:
-        nvjitlink.version()
-        return list(nvrtc.nvrtcGetSupportedArchs()[1])
-    except RuntimeError as exc:  # a library not found, a broken wheel
-        raise SampleError(f"NVRTC or nvJitLink could not be loaded ({exc}); install what the "
-                          f"sample needs with: python -m pip install -r {REQUIREMENTS}.txt"
-                          ) from None
 
 
 # ==== --library: the library's LTO-IR, shipped as a file ======================

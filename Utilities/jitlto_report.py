@@ -9,7 +9,6 @@ import json
 import os
 import signal
 import sys
-import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -158,9 +157,9 @@ def write_json(path: str, record: dict, error=SampleError) -> None:
     if path == "-":
         print(text, end="")  # nothing, if standard output is closed
         return
+    temporary = os.path.join(os.path.dirname(path), f".jitLtoLinking-{os.getpid()}.json")
     try:
-        handle, temporary = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".jitLtoLinking-")
-        with os.fdopen(handle, "w") as file:
+        with open(temporary, "x") as file:  # a new file, as the umask has it
             file.write(text)
         os.replace(temporary, path)
     except OSError as exc:

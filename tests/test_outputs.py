@@ -35,6 +35,12 @@ def test_the_record_replaces_an_earlier_one_and_holds_every_build(earlier):
     assert os.listdir(earlier.parent) == ["run.json"], "no temporary file left beside it"
 
 
+def test_the_record_is_made_as_the_umask_has_it(tmp_path):
+    path = tmp_path / "run.json"
+    assert compile_only("--json", str(path), preexec_fn=lambda: os.umask(0o022)).returncode == 0
+    assert path.stat().st_mode & 0o777 == 0o644
+
+
 @pytest.mark.parametrize(("args", "code"), [(["--plugin", str(PLUGINS / "typo.cu")], 1),  # a build failed
                                             (["--library", str(PLUGINS / "typo.cu")], 2)])  # not the library
 def test_the_record_s_exit_code_is_the_run_s(earlier, args, code):
