@@ -126,9 +126,9 @@ SWAP_PLUGIN = Plugin("swap_plugin.cu", PLUGIN_CONTRACT + SWAP_PLUGIN_SOURCE, swa
 def compile_ptx(source: str, arch: str, name="library.cu", include_path=None,
                 logs=None) -> ObjectCode:
     """[1] One module compiled on its own to relocatable PTX."""
-    # -rdc, relocatable device code: the module may call a function that another module
-    # defines (the library calls user_transform); the linker fills in its address.
-    options = ProgramOptions(arch=arch, relocatable_device_code=True, name=name,
+    # -rdc, relocatable device code: the module may call another's function (the library calls
+    # user_transform), whose address the linker fills in. -minimal: no textures, half the time.
+    options = ProgramOptions(arch=arch, relocatable_device_code=True, minimal=True, name=name,
                              include_path=include_path)
     return Program(source, "c++", options).compile("ptx", logs=logs)
 
@@ -145,7 +145,7 @@ def compile_ltoir(source: str, arch: str, name="library.cu", include_path=None,
     # -dlto: NVRTC emits LTO-IR, the optimizer's own input, instead of PTX, so that nvJitLink
     # can optimize across the modules and inline one into the other.
     options = ProgramOptions(arch=arch, relocatable_device_code=True, link_time_optimization=True,
-                             name=name, include_path=include_path)
+                             minimal=True, name=name, include_path=include_path)
     return Program(source, "c++", options).compile("ltoir", logs=logs)
 
 

@@ -218,6 +218,9 @@ HINTS = [  # what a tool's log means, by what it says
      "cuda::std::"),
     (r"'user_transform'", 'a plug-in must define extern "C" __device__ float user_transform(float '
      "x), not inline or __forceinline__ (which leave no function for the library to call)"),
+    (r"cudaTextureObject_t|cudaSurfaceObject_t", "the steps compile with minimal=True (-minimal), "
+     "which leaves textures and surfaces out: drop it from compile_ptx and compile_ltoir to use "
+     "them"),
 ]
 
 

@@ -105,6 +105,9 @@ FAILS = {  # a plug-in, tests/plugins/NAME or the source given; what its failure
     "wrong_signature.cu": (None, ["NVRTC could not compile wrong_signature.cu", "wrong_signature.cu(2)"]),
     "cmath.cu": ('#include <cmath>\nextern "C" __device__ float user_transform(float x) { return x; }',
                  ["NVRTC could not compile cmath.cu", "hint:", "#include <cuda/std/cmath>"]),
+    "texture.cu": ('extern "C" __device__ float user_transform(float x) { cudaTextureObject_t t = 0; '
+                   "return x + tex1Dfetch<float>(t, 0); }", ["NVRTC could not compile texture.cu",
+                                                             "hint:", "minimal=True (-minimal)"]),
 }
 
 
