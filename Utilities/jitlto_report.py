@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Copyright (c) 2026, the jitLtoLinking authors
 """What a run reports: one record per build (read off its cubin as it is made), the report line,
-the --json record and the --emit files, and how the command ends (exit codes, Ctrl-C)."""
+the --json record and the --emit files, and how the command ends (its exit code, once settled)."""
 
 import contextlib
 import io
