@@ -45,7 +45,8 @@ def open_gpu(index: int, elements: int, arrays: int = 3):
     device = devices[index]
     print_gpu_info(device)
     device.set_current()
-    free, needed = cp.cuda.runtime.memGetInfo()[0], 4 * elements * arrays + (1 << 30)
+    free = cp.cuda.runtime.memGetInfo()[0]
+    needed = 4 * elements * arrays + (1 << 30)
     if needed > free:
         raise UsageError(f"--elements {elements:,} needs {needed / 2**30:.1f} GiB of device memory "
                          f"({arrays} float32 arrays and 1 GiB to spare), but only "
