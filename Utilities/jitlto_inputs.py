@@ -26,7 +26,7 @@ from jitlto_report import SampleError, UsageError, read_cubin
 # CUDA's own headers (<cuda_fp16.h>, ...): the wheels' or a Toolkit's (NVRTC 13.3+ has them too:
 # ProgramOptions(use_bundled_headers=True))
 CUDA_HEADERS = [path for path in map(find_nvidia_header_directory, ("cudart", "cccl")) if path]
-REQUIREMENTS = Path(__file__).resolve().parent.parent / "requirements"
+SAMPLE_FOLDER = Path(__file__).resolve().parent.parent  # where the requirements files are
 
 
 @dataclass
@@ -130,8 +130,8 @@ def parse_args(argv, default_plugin: Plugin, contract: str, study: bool = False)
             supported = [f"sm_{number}" for number in nvrtc.nvrtcGetSupportedArchs()[1]]
         except RuntimeError as exc:
             raise SampleError(f"NVRTC or nvJitLink could not be loaded ({exc}); install what the "
-                              f"sample needs with: python -m pip install -r {REQUIREMENTS}.txt"
-                              ) from None
+                              f"sample needs with: python -m pip install -r "
+                              f"{SAMPLE_FOLDER / 'requirements.txt'}") from None
         if args.arch is not None and args.arch not in supported:
             raise UsageError(f"--arch {args.arch}: not an architecture this NVRTC builds for "
                              f"({', '.join(supported)})")
@@ -263,8 +263,8 @@ def read_python_plugin(path: Path) -> Plugin:
     except Exception as exc:  # noqa: BLE001 -- not installed, or not for this NumPy
         raise UsageError(f"--plugin {path}: Python plug-ins need numba-cuda, which cannot be "
                          f"imported here ({type(exc).__name__}: {exc}); install versions that "
-                         f"work together with: python -m pip install -r {REQUIREMENTS}"
-                         "-python-plugins.txt") from None
+                         f"work together with: python -m pip install -r "
+                         f"{SAMPLE_FOLDER / 'requirements-python-plugins.txt'}") from None
     sys.path.insert(0, str(path.parent))
     try:
         spec = importlib.util.spec_from_file_location(f"plugin_{path.stem}", path)
