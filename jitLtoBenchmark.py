@@ -16,8 +16,9 @@ function pointer); the whole program (one source, no linker); CuPy's Elementwise
 
 from dataclasses import dataclass, replace
 
-from jitLtoLinking import (DEFAULT_PLUGIN, LIBRARY_KERNEL, PLUGIN_CONTRACT, compile_ltoir,
-                           compile_plugin, compile_ptx, launcher, link_lto, link_ptx)
+from jitLtoLinking import (DEFAULT_PLUGIN, LIBRARY_KERNEL, PARAMETERS_PLUGIN, PLUGIN_CONTRACT,
+                           POLYNOMIAL_SOURCE, compile_ltoir, compile_ptx, launcher, link_lto,
+                           link_ptx, polynomial_reference, write_and_launch)
 
 import cupy as cp
 import numpy as np
@@ -25,7 +26,7 @@ from cuda.core import ObjectCode, Program, ProgramOptions
 from cupyx.profiler import benchmark
 # The lesson, imported first, puts its Utilities folder on the path (and takes Ctrl-C from then on)
 from jitlto_gpu import open_gpu, verify  # noqa: E402
-from jitlto_inputs import CUDA_HEADERS, failures_named, parse_args  # noqa: E402
+from jitlto_inputs import CUDA_HEADERS, compile_plugin, failures_named, parse_args  # noqa: E402
 from jitlto_report import Build, SampleError, print_report, run_command, run_record  # noqa: E402
 from jitlto_report import timed  # noqa: E402
 
@@ -96,8 +97,8 @@ def every_build(library: Library, plugin, arch: str) -> dict[str, Build]:
     library_ltoir = compile_ltoir(source, arch, f"{name}.cu")
     pointer_ptx = compile_ptx(pointer_source, arch, f"pointer_{name}.cu")
     pointer_ltoir = compile_ltoir(pointer_source, arch, f"pointer_{name}.cu")
-    plugin_ptx = compile_plugin(plugin, arch, compile_ptx)
-    plugin_ltoir = compile_plugin(plugin, arch, compile_ltoir)
+    plugin_ptx = compile_plugin(plugin, arch, compile_ptx, "ptx")
+    plugin_ltoir = compile_plugin(plugin, arch, compile_ltoir, "ltoir")
 
     def linked(how: str, link_step, library_code, plugin_code, through_pointer=False) -> Build:
         cubin, link_ms = timed(lambda: link_step(arch, library_code, plugin_code))
@@ -156,6 +157,47 @@ def print_row(label: str, link_ms, registers, calls, kernel_ms, percent, over_lt
     print(f"  {label:<40}" + "".join(f"{cell:>12}" for cell in cells))
 
 
+def compiled_in(coefficients: list[float], arch: str, library_ltoir) -> Build:
+    """The lesson's parameters plug-in with its coefficients compiled in, a const array whose
+    values the optimizer sees, in the quadrature: a new value is a compile and a link."""
+    values = ", ".join(f"{value!r}f" for value in coefficients)  # 0.5 -> 0.5f
+    source = f"static __device__ const float coefficients[3] = {{{values}}};\n{POLYNOMIAL_SOURCE}"
+    plugin_ltoir, compile_ms = timed(lambda: compile_ltoir(PLUGIN_CONTRACT + source, arch,
+                                                           "compiled_in.cu"))
+    cubin, link_ms = timed(lambda: link_lto(arch, library_ltoir, plugin_ltoir))
+    label = f"quadrature compiled in {','.join(map(str, coefficients))}"
+    return Build(label, arch, cubin, library_ltoir, plugin_ltoir, QUADRATURE.kernel,
+                 compile_ms=compile_ms, link_ms=link_ms)
+
+
+def compare_parameters(arch: str, gpu) -> list[Build]:
+    """The parameters plug-in in the quadrature by LTO, for two sets of coefficients: compiled in,
+    and set at run time (linked once, as in the lesson's step [4]); each kernel timed and checked,
+    and the launches after which compiling in pays for its compile and link."""
+    library_ltoir = compile_ltoir(PLUGIN_CONTRACT + QUADRATURE.source, arch, "quadrature.cu")
+    plugin_ltoir = compile_ltoir(PARAMETERS_PLUGIN.source, arch, PARAMETERS_PLUGIN.name)
+    cubin = link_lto(arch, library_ltoir, plugin_ltoir)  # once, for every value
+    print_row("\nparameters (quadrature, lto)", "link ms", "registers", "calls", "kernel ms", None,
+              "over set")
+    builds = []
+    for coefficients in ([1.0, 3.0, -1.0], [0.5, -2.0, 0.25]):
+        plugin = replace(PARAMETERS_PLUGIN, reference=polynomial_reference(coefficients))
+        set_at_run_time = Build(f"quadrature set {','.join(map(str, coefficients))}", arch, cubin,
+                                library_ltoir, plugin_ltoir, QUADRATURE.kernel,
+                                set_values={"coefficients": coefficients})
+        _, set_at_run_time.set_ms = timed(lambda: write_and_launch(set_at_run_time, gpu))
+        pair = {"lto": set_at_run_time,  # time_and_check's last column: over this build's time
+                "compiled in": compiled_in(coefficients, arch, library_ltoir)}
+        time_and_check(pair, QUADRATURE, plugin, gpu, None)
+        jit_ms = pair["compiled in"].compile_ms + pair["compiled in"].link_ms
+        saved_ms = set_at_run_time.kernel_ms - pair["compiled in"].kernel_ms
+        pays = f"after {jit_ms / saved_ms:,.0f} launches" if saved_ms > 0 else "never"
+        print(f"  new values: compiled in, a compile and a link, {jit_ms:.1f} ms; set, a write, a "
+              f"launch and the kernel, {set_at_run_time.set_ms:.2f} ms; compiling in pays {pays}")
+        builds += pair.values()
+    return builds
+
+
 # The study's two library kernels
 MAP = Library("map", "apply_transform", LIBRARY_KERNEL, check_map)
 QUADRATURE = Library("quadrature", "integrate_transform", QUADRATURE_KERNEL, check_integral)
@@ -166,8 +208,9 @@ def time_and_check(builds: dict[str, Build], library: Library, plugin, gpu, copy
     the table for each: % of copy for the map, and the time over the lto build's."""
     for build in builds.values():
         build.kernel_ms = kernel_ms(launcher(build), gpu)
+    ptx = builds.get("ptx")  # the parameters' builds have none
     for build in builds.values():
-        ptx_launch = None if build is builds["ptx"] else launcher(builds["ptx"])
+        ptx_launch = None if build is ptx or ptx is None else launcher(ptx)
         build.verification = library.check(gpu, launcher(build), plugin, ptx_launch)
         percent = 100 * copy_ms / build.kernel_ms if library is MAP else None
         print_row(build.label, build.link_ms and f"{build.link_ms:.1f}", build.registers,
@@ -197,6 +240,7 @@ def main(argv=None) -> int:
                     builds = every_build(library, plugin, arch)
                 time_and_check(builds, library, plugin, arrays, copy_ms)
                 record["builds"] += builds.values()
+        record["builds"] += compare_parameters(arch, quadrature_gpu)
         cupy_ms = record["cupy_elementwise_ms"] = kernel_ms(cupy_default_transform, gpu)
         cupy = verify(gpu, cupy_default_transform, DEFAULT_PLUGIN.reference)
         print_row("cupy elementwise (the default formula)", None, None, None, f"{cupy_ms:.4f}",

@@ -15,6 +15,7 @@ import os
 import signal
 import sys
 from contextlib import nullcontext
+from dataclasses import replace
 from functools import partial
 from itertools import zip_longest
 
@@ -30,10 +31,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "Uti
 try:
     import numpy as np
     from cuda.core import LaunchConfig, Linker, LinkerOptions, ObjectCode, Program, ProgramOptions
+    from cuda.bindings import driver
     from cuda.core import launch
     from jitlto_gpu import open_gpu, verify
-    from jitlto_inputs import CUDA_HEADERS, NVRTC_WARNINGS, Plugin, check_library, compile_python
-    from jitlto_inputs import failures_named, parse_args
+    from jitlto_inputs import Plugin, check_library, compile_plugin, failures_named, parse_args
     from jitlto_report import Build, SampleError, print_report, run_command, run_record, timed
 except ImportError as missing:  # say what is missing, and how to get it
     here = os.path.dirname(os.path.abspath(__file__))
@@ -61,30 +62,27 @@ extern "C" __global__ void apply_transform(const float* __restrict__ in,
     // passes 2^32, and the elements past that point would stay unwritten.
     const size_t thread = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     const size_t thread_count = (size_t)gridDim.x * blockDim.x;
-    const size_t in_address = (size_t)in;
-    const size_t out_address = (size_t)out;
-
-    if (((in_address ^ out_address) & 15) == 0) {
-        // in and out sit at the same offset in a 16-byte line: after a short
-        // head, both move a float4 (the widest access) per load and store.
-        size_t head = ((16 - (in_address & 15)) & 15) / sizeof(float);
+    // in and out at the same offset in a 16-byte line: after a short head, both move a float4
+    // (the widest access) per load and store. Misaligned, every element is one of the rest.
+    size_t head = n, vectors = 0;
+    if ((((size_t)in ^ (size_t)out) & 15) == 0) {
+        head = ((16 - ((size_t)in & 15)) & 15) / sizeof(float);
         if (head > n) head = n;
-        const size_t vectors = (n - head) / 4;
-        const float4* in4 = reinterpret_cast<const float4*>(in + head);
-        float4* out4 = reinterpret_cast<float4*>(out + head);
-        // Grid-stride loop: correct for any grid size the launch picks.
-        for (size_t v = thread; v < vectors; v += thread_count) {
-            const float4 x = in4[v];
-            out4[v] = make_float4(user_transform(x.x), user_transform(x.y),
-                                  user_transform(x.z), user_transform(x.w));
-        }
-        // At most 3 elements before the first float4 and 3 after the last.
-        const size_t tail = head + 4 * vectors;
-        if (thread < head) out[thread] = user_transform(in[thread]);
-        if (thread < n - tail) out[tail + thread] = user_transform(in[tail + thread]);
-    } else {
-        // in and out are misaligned relative to each other: one float at a time.
-        for (size_t i = thread; i < n; i += thread_count) out[i] = user_transform(in[i]);
+        vectors = (n - head) / 4;
+    }
+    const float4* in4 = reinterpret_cast<const float4*>(in + head);
+    float4* out4 = reinterpret_cast<float4*>(out + head);
+    // Grid-stride loops: correct for any grid size the launch picks.
+    for (size_t v = thread; v < vectors; v += thread_count) {
+        const float4 x = in4[v];
+        out4[v] = make_float4(user_transform(x.x), user_transform(x.y),
+                              user_transform(x.z), user_transform(x.w));
+    }
+    // The rest, one float at a time: the head and what follows the last float4 (at most 3 each).
+    const size_t tail = head + 4 * vectors;
+    for (size_t r = thread; r < head + (n - tail); r += thread_count) {
+        const size_t i = r < head ? r : tail + (r - head);
+        out[i] = user_transform(in[i]);
     }
 }
 """
@@ -100,12 +98,16 @@ extern "C" __device__ float user_transform(float x)
 SWAP_PLUGIN_SOURCE = r"""
 extern "C" __device__ float user_transform(float x) { return tanhf(x) + 0.5f * x; }
 """
-
-
-def default_reference(x: np.ndarray) -> np.ndarray:
-    """max(x*x + 3x - 1, 0) in float32, like the default plug-in."""
-    y = x * x + np.float32(3.0) * x - np.float32(1.0)
-    return np.maximum(y, np.float32(0.0), out=y)
+# A plug-in with parameters (step [4]): coefficients in its own __constant__ memory, which the host
+# may write at any time, so no compiler or linker folds them. Declared with initial values.
+COEFFICIENTS = "__constant__ float coefficients[3] = {1.0f, 3.0f, -1.0f};\n"
+POLYNOMIAL_SOURCE = r"""
+extern "C" __device__ float user_transform(float x)
+{
+    const float y = (coefficients[0] * x + coefficients[1]) * x + coefficients[2];
+    return y > 0.0f ? y : 0.0f;
+}
+"""
 
 
 def swap_reference(x: np.ndarray) -> np.ndarray:
@@ -113,10 +115,20 @@ def swap_reference(x: np.ndarray) -> np.ndarray:
     return np.tanh(x) + np.float32(0.5) * x
 
 
+def polynomial_reference(coefficients):
+    """max((c0 x + c1) x + c2, 0) in float32, like the parameters plug-in with these values."""
+    c0, c1, c2 = np.float32(coefficients)
+    return lambda x: np.maximum((c0 * x + c1) * x + c2, np.float32(0.0))
+
+
 # The plug-ins: NVRTC's name for each, its source (the contract first), its NumPy reference
 DEFAULT_PLUGIN = Plugin("default_plugin.cu", PLUGIN_CONTRACT + DEFAULT_PLUGIN_SOURCE,
-                        default_reference)
+                        polynomial_reference([1, 3, -1]))
 SWAP_PLUGIN = Plugin("swap_plugin.cu", PLUGIN_CONTRACT + SWAP_PLUGIN_SOURCE, swap_reference)
+PARAMETERS_PLUGIN = Plugin("parameters_plugin.cu",
+                           PLUGIN_CONTRACT + COEFFICIENTS + POLYNOMIAL_SOURCE,
+                           polynomial_reference([1, 3, -1]))
+NEW_COEFFICIENTS = {"coefficients": [0.5, -2.0, 0.25]}  # step [4]'s, unless --set gives others
 
 
 # ==== The lesson: compile, then link ==========================================
@@ -156,12 +168,6 @@ def link_lto(arch: str, library_ltoir: ObjectCode, plugin_ltoir: ObjectCode) -> 
     return Linker(library_ltoir, plugin_ltoir, options=options).link("cubin")
 
 
-def compile_plugin(plugin: Plugin, arch: str, compile_step) -> ObjectCode:
-    """The plug-in compiled by compile_step, [1]'s or [2]'s; a Python one, by numba-cuda, alike."""
-    if plugin.source is None:
-        return compile_python(plugin, arch, "ltoir" if compile_step is compile_ltoir else "ptx")
-    return compile_step(plugin.source, arch, plugin.name, CUDA_HEADERS, NVRTC_WARNINGS)
-
 
 # ==== The steps: each plug-in compiled, linked, launched and checked ==========
 def ptx_linking(arch: str, plugins: list[Plugin], gpu) -> list[Build]:
@@ -177,10 +183,10 @@ def ptx_linking(arch: str, plugins: list[Plugin], gpu) -> list[Build]:
     builds = []
     for plugin in plugins:
         with failures_named(plugin.name):
-            plugin_ptx, compile_ms = timed(lambda: compile_plugin(plugin, arch, compile_ptx))
+            plugin_ptx, compile_ms = timed(lambda: compile_plugin(plugin, arch, compile_ptx, "ptx"))
             cubin, link_ms = timed(lambda: link_ptx(arch, library_ptx, plugin_ptx))
         build = Build(f"ptx {plugin.label}".strip(), arch, cubin, library_ptx, plugin_ptx,
-                      compile_ms=compile_ms, link_ms=link_ms)
+                      compile_ms=compile_ms, link_ms=link_ms, set_values=plugin.parameters)
         builds.append(check(build, plugin, gpu))
     return builds
 
@@ -195,22 +201,45 @@ def lto_linking(arch: str, plugins: list[Plugin], gpu, library_ltoir, ptx_builds
     builds = []
     for plugin, ptx_build in zip_longest(plugins, ptx_builds):  # no ptx builds: [1] was skipped
         with failures_named(plugin.name):
-            plugin_ltoir, compile_ms = timed(lambda: compile_plugin(plugin, arch, compile_ltoir))
+            plugin_ltoir, compile_ms = timed(lambda: compile_plugin(plugin, arch, compile_ltoir,
+                                                                    "ltoir"))
             cubin, link_ms = timed(lambda: link_lto(arch, library_ltoir, plugin_ltoir))
         build = Build(f"lto {plugin.label}".strip(), arch, cubin, library_ltoir, plugin_ltoir,
-                      compile_ms=compile_ms, link_ms=link_ms)
+                      compile_ms=compile_ms, link_ms=link_ms, set_values=plugin.parameters)
         builds.append(check(build, plugin, gpu, ptx_build))
     return builds
+
+
+def relink(label: str, plugin: Plugin, arch: str, library_ltoir: ObjectCode) -> Build:
+    """[3] and [4] The library's LTO-IR from [2] linked again, with a built-in plug-in: only that is
+    compiled."""
+    plugin_ltoir, compile_ms = timed(lambda: compile_ltoir(plugin.source, arch, plugin.name))
+    cubin, link_ms = timed(lambda: link_lto(arch, library_ltoir, plugin_ltoir))
+    return Build(label, arch, cubin, library_ltoir, plugin_ltoir, compile_ms=compile_ms,
+                 link_ms=link_ms)
 
 
 def plugin_swap(arch: str, library_ltoir: ObjectCode, gpu) -> Build:
     """[3] The library's LTO-IR from step [2] linked with another plug-in: only that is compiled."""
     print("\n[3] Plug-in swap")
     print("  [swap] the library's LTO-IR from step [2], linked again: only the swap is compiled")
-    swap_ltoir, ms = timed(lambda: compile_ltoir(SWAP_PLUGIN.source, arch, SWAP_PLUGIN.name))
-    cubin, link_ms = timed(lambda: link_lto(arch, library_ltoir, swap_ltoir))
-    build = Build("swap", arch, cubin, library_ltoir, swap_ltoir, compile_ms=ms, link_ms=link_ms)
-    return check(build, SWAP_PLUGIN, gpu)
+    return check(relink("swap", SWAP_PLUGIN, arch, library_ltoir), SWAP_PLUGIN, gpu)
+
+
+def set_parameters(arch: str, library_ltoir: ObjectCode, gpu, values: dict, swap: Build) -> list:
+    """[4] A plug-in whose coefficients are in its own __constant__ memory, linked once as the swap
+    was; then new values written into the linked code, and launched: no compile, no link."""
+    print("\n[4] Parameters set at run time")
+    compiled_in = check(relink("parameters", PARAMETERS_PLUGIN, arch, library_ltoir),
+                        PARAMETERS_PLUGIN, gpu)  # with the values it was compiled with: 1, 3, -1
+    set_at_run_time = Build("parameters set", arch, compiled_in.cubin, library_ltoir,
+                            compiled_in.plugin, set_values=values)
+    new_values = replace(PARAMETERS_PLUGIN, reference=polynomial_reference(values["coefficients"]))
+    check(set_at_run_time, new_values, gpu)
+    if gpu is not None:
+        print(f"  [parameters set] no compile, no link: {set_at_run_time.set_ms:.2f} ms, where the "
+              f"swap's compile and link took {swap.compile_ms + swap.link_ms:.1f} ms")
+    return [compiled_in, set_at_run_time]
 
 
 # ==== Launch and verify =======================================================
@@ -225,10 +254,32 @@ def launcher(build: Build):  # launch(stream, d_in, d_out), for the build's kern
     return partial(launch_transform, build.cubin.get_kernel(build.kernel))
 
 
+def write_parameters(cubin: ObjectCode, values: dict, stream) -> None:
+    """Each NAME's values, as float32, into the linked code's variable NAME, on `stream`: every
+    later launch of that code reads them. cuda.core looks up kernels, not variables: the driver's
+    cuLibraryGetGlobal finds the variable in the loaded code (cubin.handle, a CUlibrary)."""
+    for name, numbers in values.items():
+        data = np.asarray(numbers, np.float32)
+        error, address, _ = driver.cuLibraryGetGlobal(cubin.handle, name.encode())
+        if error == driver.CUresult.CUDA_SUCCESS:
+            error, = driver.cuMemcpyHtoDAsync(address, data.ctypes.data, data.nbytes, stream.handle)
+        if error != driver.CUresult.CUDA_SUCCESS:
+            raise RuntimeError(f"writing {name} into the linked code: {error.name}")
+
+
+def write_and_launch(build: Build, gpu) -> None:
+    """The build's parameters written, then its kernel launched and finished."""
+    write_parameters(build.cubin, build.set_values, gpu.stream)
+    launcher(build)(gpu.stream, gpu.d_in, gpu.d_out)
+    gpu.stream.sync()
+
+
 def check(build: Build, plugin: Plugin, gpu, ptx_build: Build | None = None) -> Build:
-    """On a GPU, launch the build's kernel, check every element (with no reference, against the
-    ptx build's output); print its report; return the build."""
+    """On a GPU, write the build's parameters (--set's) and launch its kernel, timed; check every
+    element (with no reference, against the ptx build's output); print its report; return it."""
     if gpu is not None:
+        if build.set_values:
+            _, build.set_ms = timed(lambda: write_and_launch(build, gpu))
         # The output is filled first with a NaN no arithmetic makes: an element left unwritten fails
         build.verification = verify(gpu, launcher(build), plugin.reference,
                                     ptx_build and launcher(ptx_build), plugin.against)
@@ -247,7 +298,9 @@ def main(argv=None) -> int:
         ptx_builds = ptx_linking(arch, args.plugins, gpu)                                # [1]
         lto_builds = lto_linking(arch, args.plugins, gpu, shipped_ltoir, ptx_builds)     # [2]
         swap_build = plugin_swap(arch, lto_builds[0].library, gpu)  # [3]: [2]'s library LTO-IR
-        record["builds"] += [*ptx_builds, *lto_builds, swap_build]  # for --json and --emit
+        new_values = args.parameters or NEW_COEFFICIENTS  # --set's, unless your plug-ins took them
+        parameter_builds = set_parameters(arch, lto_builds[0].library, gpu, new_values, swap_build)
+        record["builds"] += [*ptx_builds, *lto_builds, swap_build, *parameter_builds]
         failed = [build.label for build in record["builds"] if build.failed]
         if failed:
             raise SampleError(f"verification FAILED for {', '.join(failed)}: see above")

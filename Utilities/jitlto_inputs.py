@@ -13,10 +13,11 @@ import subprocess
 import sys
 import textwrap
 from argparse import ArgumentParser, ArgumentTypeError, Namespace
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 from cuda.bindings import nvjitlink, nvrtc
 from cuda.core import ObjectCode
 from cuda.pathfinder import find_nvidia_header_directory
@@ -39,6 +40,7 @@ class Plugin:
     against: str = "NumPy reference"  # what the reference is, for the report
     function: object = None  # a Python plug-in's user_transform
     label: str = ""  # how the report names a user's plug-in: its file name
+    parameters: dict = field(default_factory=dict)  # --set's: {name: values}, written after linking
 
 
 def read_plugins(given: list[str], contract: str) -> list[Plugin]:
@@ -99,6 +101,20 @@ def path_given(text: str) -> str:
     return text if text == "-" else os.path.abspath(os.path.expanduser(text))
 
 
+def values_given(text: str) -> tuple[str, list[float]]:
+    """NAME=V1,V2,...: a parameter's name and its values, each a finite float32."""
+    name, _, values = text.partition("=")
+    try:
+        numbers = [float(value) for value in values.split(",")]
+    except ValueError:
+        numbers = []
+    if not name.isidentifier() or not numbers or not all(
+            abs(number) <= np.finfo(np.float32).max for number in numbers):  # not inf, not nan
+        raise ArgumentTypeError(f"{text!r}: give NAME=V1,V2,... with float32 values, for example "
+                                "coefficients=0.5,-2,0.25")
+    return name, numbers
+
+
 def parse_args(argv, default_plugin: Plugin, contract: str, study: bool = False) -> Namespace:
     """The command line, and every file it names read and checked; argparse's exit 2 if not. The
     study (jitLtoBenchmark.py) times kernels of libraries it builds: it has no --library, no
@@ -112,6 +128,9 @@ def parse_args(argv, default_plugin: Plugin, contract: str, study: bool = False)
         help="your plug-in, repeatable: a .cu or .py file that defines user_transform, or a folder")
     add("--json", type=path_given, metavar="PATH", help="the run's figures ('-': standard output)")
     add("--emit", type=path_given, metavar="DIR", help="each build's code, into a new or empty DIR")
+    add("--set", type=values_given, action="append", default=[], metavar="NAME=V1,V2,...",
+        help="a parameter's values, written into the linked code: your plug-ins' (repeatable), or "
+             "without --plugin step [4]'s coefficients (default 0.5,-2,0.25)")
     parser.set_defaults(library=None, compile_only=False, arch=None)
     if not study:
         add("--library", type=path_given, metavar="FILE", help="the library's LTO-IR, for [2], [3]")
@@ -136,6 +155,11 @@ def parse_args(argv, default_plugin: Plugin, contract: str, study: bool = False)
             raise UsageError(f"--arch {args.arch}: not an architecture this NVRTC builds for "
                              f"({', '.join(supported)})")
         args.plugins = read_plugins(args.plugin, contract) or [default_plugin]
+        args.parameters = dict(args.set)  # your plug-ins take them; without --plugin, step [4]
+        if args.plugin:
+            for plugin in args.plugins:
+                plugin.parameters = args.parameters
+            args.parameters = {}
         args.library_ltoir = args.library and read_library(args.library)
         check_outputs(args.json, args.emit, [*args.plugin, args.library])
     except UsageError as exc:
@@ -300,6 +324,14 @@ NUMBA_HINTS = [  # numba's reason: what it means, and the construct it is about
     (r"", "a Python plug-in is compiled as a C function of one float32: arithmetic, math's "
      "functions, helper functions and number constants work", None),
 ]
+
+
+def compile_plugin(plugin: Plugin, arch: str, compile_step, target: str) -> ObjectCode:
+    """The plug-in compiled by compile_step, one of the lesson's, to `target` ('ptx' or 'ltoir'),
+    with its file's name, CUDA's headers and NVRTC's warnings; a Python one by numba-cuda."""
+    if plugin.source is None:
+        return compile_python(plugin, arch, target)
+    return compile_step(plugin.source, arch, plugin.name, CUDA_HEADERS, NVRTC_WARNINGS)
 
 
 def compile_python(plugin: Plugin, arch: str, target: str) -> ObjectCode:

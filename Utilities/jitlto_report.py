@@ -36,12 +36,15 @@ def timed(call):
     return call(), (time.perf_counter() - start) * 1e3
 
 
-def read_cubin(cubin: bytes, kernel: str) -> tuple[list[str], Counter, int | None]:
-    """The cubin's functions, the kernel's calls the loader fills in ({callee: count}), and the
-    kernel's registers per thread."""
+def read_cubin(cubin: bytes, kernel: str) -> tuple[list[str], dict, Counter, int | None]:
+    """The cubin's functions; its variables a host can write ({name: float32 count}); the kernel's
+    calls the loader fills in ({callee: count}); and the kernel's registers per thread."""
     elf = ELFFile(io.BytesIO(cubin))
     symbols = list(elf.get_section_by_name(".symtab").iter_symbols())
     functions = [symbol.name for symbol in symbols if symbol["st_info"]["type"] == "STT_FUNC"]
+    variables = {symbol.name: symbol["st_size"] // 4 for symbol in symbols  # defined here, global
+                 if symbol["st_info"] == {"bind": "STB_GLOBAL", "type": "STT_OBJECT"}
+                 and symbol["st_shndx"] != "SHN_UNDEF"}
     # A call to another module's function stays a relocation in the caller's code
     relocations = elf.get_section_by_name(f".rela.text.{kernel}")
     calls = Counter(symbols[r["r_info_sym"]].name for r in relocations.iter_relocations()
@@ -57,7 +60,7 @@ def read_cubin(cubin: bytes, kernel: str) -> tuple[list[str], Counter, int | Non
                 if function == kernel:
                     registers = int.from_bytes(records[at + 8:at + 12], "little")
             at += 4 + size
-    return functions, calls, registers
+    return functions, variables, calls, registers
 
 
 @dataclass(eq=False)  # a build is itself: two are never equal
@@ -74,7 +77,10 @@ class Build:
     compile_ms: float | None = None  # the plug-in's compile
     link_ms: float | None = None
     through_pointer: bool = False  # its library calls user_transform through a pointer (study)
+    set_values: dict = field(default_factory=dict)  # --set's: written into its code after linking
+    set_ms: float | None = None  # their write, a launch and the kernel's end
     # Read off the cubin as the build is made
+    parameters: dict = field(init=False)  # its variables a host can write: {name: float32 count}
     cubin_bytes: int = field(init=False)
     registers: int | None = field(init=False)  # per thread, of the kernel
     calls: int = field(init=False)  # the kernel's direct calls of user_transform
@@ -84,7 +90,12 @@ class Build:
 
     def __post_init__(self):
         code = bytes(self.cubin.code)
-        functions, calls, self.registers = read_cubin(code, self.kernel)
+        functions, self.parameters, calls, self.registers = read_cubin(code, self.kernel)
+        for name, values in self.set_values.items():
+            if self.parameters.get(name) != len(values):
+                declared = ", ".join(f"{n}[{count}]" for n, count in self.parameters.items())
+                raise UsageError(f"--set {name} with {len(values)} values: the plug-in of "
+                                 f"[{self.label}] declares {declared or 'no parameters'}")
         self.cubin_bytes = len(code)
         self.calls = calls["user_transform"]
         if self.through_pointer:
@@ -109,6 +120,10 @@ def print_report(build: Build) -> None:
     """The build's figures, and what the check of its output found."""
     times = [f"{what} {ms:.1f} ms" for what, ms in (("compile", build.compile_ms),
                                                      ("link", build.link_ms)) if ms is not None]
+    times += [f"{name} = {', '.join(f'{value:g}' for value in values)}"
+              for name, values in build.set_values.items()]
+    if build.set_ms is not None:
+        times.append(f"written into the linked code and launched in {build.set_ms:.2f} ms")
     lines = [", ".join([*times, f"cubin {build.cubin_bytes:,} bytes",
                         f"{build.registers} registers", f"user_transform {build.user_transform}"])]
     found = build.verification

@@ -20,7 +20,7 @@ EXAMPLES = ROOT / "plugins"
 ARCH = "sm_90"  # NVRTC and nvJitLink build LTO-IR for it without a GPU or a driver
 sys.path.insert(0, str(ROOT))
 sample = importlib.import_module("jitLtoLinking")  # first: it puts its Utilities folder on sys.path
-from jitlto_inputs import read_plugins  # noqa: E402
+from jitlto_inputs import compile_plugin, read_plugins  # noqa: E402
 from jitlto_report import Build  # noqa: E402
 
 
@@ -77,6 +77,6 @@ def lto_build(plugin, arch: str = ARCH) -> Build:
 def linked(library_source: str, plugin, kernel="apply_transform", arch=ARCH, **build) -> Build:
     """Another library source (the study's) and the plug-in, built by the lesson's LTO steps."""
     library = sample.compile_ltoir(library_source, arch)
-    plugin_code = sample.compile_plugin(plugin, arch, sample.compile_ltoir)
+    plugin_code = compile_plugin(plugin, arch, sample.compile_ltoir, "ltoir")
     cubin = sample.link_lto(arch, library, plugin_code)
     return Build("lto", arch, cubin, library, plugin_code, kernel, **build)

@@ -13,6 +13,7 @@ import pytest
 from cuda.core import Linker, LinkerOptions, Program, ProgramOptions
 from helpers import (ARCH, EXAMPLES, PLUGINS, Build, assert_clean_failure, compile_only, cuda_plugin, linked,
                      lto_build, sample)
+from jitlto_inputs import CUDA_HEADERS
 
 VERBOSE_LINK = """import sys
 from cuda.core import Linker, LinkerOptions, ObjectCode
@@ -45,8 +46,8 @@ def test_without_lto_user_transform_stays_a_call_at_each_call_site(library):
     cubin = Linker(library_code, plugin, options=LinkerOptions(arch=ARCH)).link("cubin")
     build = Build("no LTO", ARCH, cubin, library_code, plugin, library.kernel)
     assert build.calls > 0 and build.user_transform == f"still a call ({build.calls} call sites)"
-    if library is study.MAP:  # the 4 lanes of a float4, the head, the tail, the scalar loop
-        assert build.calls == 7
+    if library is study.MAP:  # the 4 lanes of a float4, and the loop over the rest
+        assert build.calls == 5
 
 
 def test_a_plugin_lto_cannot_inline_is_a_private_copy(tmp_path):
@@ -74,7 +75,7 @@ def test_lto_and_the_whole_program_inline_each_example_plugin(library, path):
     plugin = cuda_plugin(path) if path else sample.DEFAULT_PLUGIN
     lto = linked(sample.PLUGIN_CONTRACT + library.source, plugin, library.kernel)
     whole = study.compile_whole_program(sample.PLUGIN_CONTRACT + library.source + plugin.source,
-                                        ARCH, plugin.name, sample.CUDA_HEADERS)
+                                        ARCH, plugin.name, CUDA_HEADERS)
     for build in (lto, Build("whole program", ARCH, whole, None, None, library.kernel)):
         assert build.user_transform == "inlined (0 calls left)" and build.registers > 0
 
@@ -87,7 +88,8 @@ def test_compile_only_reports_every_step_it_can_without_a_driver_and_no_pointer_
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert [line for line in lines if line.startswith("[")] == [
-        "[1] PTX linking (no LTO)", "[2] LTO linking (link-time optimization)", "[3] Plug-in swap"]
+        "[1] PTX linking (no LTO)", "[2] LTO linking (link-time optimization)", "[3] Plug-in swap",
+        "[4] Parameters set at run time"]
     for label in ("lto polynomial.cu", "lto named.cu", "swap"):
         line = next(line for line in lines if line.startswith(f"  [{label}] compile "))
         assert "link " in line and line.endswith("user_transform inlined (0 calls left)"), line
@@ -140,3 +142,14 @@ def test_headers_next_to_the_plugin_are_found_however_large_not_the_current_fold
                       'extern "C" __device__ float user_transform(float x) { return table[0] * x; }\n')
     monkeypatch.chdir(tmp_path / "elsewhere")
     assert lto_build(cuda_plugin(plugin)).user_transform == "inlined (0 calls left)"
+
+
+def test_a_parameter_is_found_in_the_lto_linked_cubin_and_lto_leaves_it_to_be_read_at_run_time(default_lto):
+    build = sample.relink("parameters", sample.PARAMETERS_PLUGIN, ARCH, default_lto.library)
+    assert build.parameters == {"coefficients": 3} and build.user_transform == "inlined (0 calls left)"
+    assert default_lto.parameters == {}
+    options = LinkerOptions(arch=ARCH, link_time_optimization=True, ptx=True)
+    ptx = Linker(build.library, build.plugin, options=options).link("ptx").code.decode()
+    assert ".const .align 4 .b8 coefficients[12]" in ptx
+    loads = re.findall(r"ld\.const\.f32\s+%f\d+, \[coefficients(\+\d+)?\]", ptx)
+    assert set(loads) == {"", "+4", "+8"}, "each value is read as the kernel runs: LTO folded none"

@@ -35,11 +35,15 @@ def test_the_default_run_prints_the_original_lines_and_records_and_emits_every_s
     assert all(line in lines for line in ORIGINAL_LINES) and lines[-1] == ORIGINAL_LINES[-1]
     assert "  [swap] result verified against NumPy reference" in lines
     run = json.loads(path.read_text())
-    assert run["exit_code"] == 0 and [build["label"] for build in run["builds"]] == ["ptx", "lto", "swap"]
+    labels = ["ptx", "lto", "swap", "parameters", "parameters set"]
+    assert run["exit_code"] == 0 and [build["label"] for build in run["builds"]] == labels
     assert all(build["verification"]["bad"] == 0 and build["verification"]["checked"] == 65536
                for build in run["builds"])
-    ptx, lto, _ = run["builds"]
-    assert ptx["user_transform"] == "still a call (7 call sites)"
+    ptx, lto, _, compiled_in, set_at_run_time = run["builds"]
+    assert compiled_in["parameters"] == {"coefficients": 3} and compiled_in["set_values"] == {}
+    assert set_at_run_time["set_values"] == {"coefficients": [0.5, -2.0, 0.25]}
+    assert "  [parameters set] result verified against NumPy reference" in lines
+    assert ptx["user_transform"] == "still a call (5 call sites)"
     assert lto["user_transform"] == "inlined (0 calls left)"
     assert {"library.ptx", "ptx.cubin", "ptx.plugin.ptx", "library.ltoir", "lto.cubin"} <= set(os.listdir(emit))
 
@@ -48,7 +52,7 @@ def test_the_default_run_prints_the_original_lines_and_records_and_emits_every_s
 def test_every_size_verifies_in_every_step(elements, capsys):
     assert sample.main(["--elements", str(elements)]) == 0
     out = capsys.readouterr().out
-    for label in ("ptx", "lto", "swap"):
+    for label in ("ptx", "lto", "swap", "parameters", "parameters set"):
         assert f"  [{label}] {elements:,} elements checked" in out
         assert f"  [{label}] result verified against NumPy reference" in out
 
@@ -72,7 +76,7 @@ def test_views_not_aligned_to_16_bytes_are_correct(gpu, lto_here, offsets, eleme
     a, b = offsets  # in and out start a and b floats into their allocations
     jitlto_gpu.poison(gpu.d_out, gpu.stream)
     view = replace(gpu, x=gpu.x[a:a + elements], d_in=gpu.d_in[a:a + elements], d_out=gpu.d_out[b:b + elements])
-    found = jitlto_gpu.verify(view, sample.launcher(lto_here), sample.default_reference)
+    found = jitlto_gpu.verify(view, sample.launcher(lto_here), sample.DEFAULT_PLUGIN.reference)
     assert found["bad"] == 0 and found["checked"] == elements, found
     around = np.concatenate([gpu.d_out[:b].get(), gpu.d_out[b + elements:b + elements + 16].get()])
     assert (around.view(np.uint32) == jitlto_gpu.POISON_BITS).all(), "written outside the view"
@@ -81,16 +85,16 @@ def test_views_not_aligned_to_16_bytes_are_correct(gpu, lto_here, offsets, eleme
 @pytest.mark.parametrize("grid", [1, 3, 7])
 def test_small_grids_cover_every_element_through_the_grid_stride_loop(gpu, lto_here, grid):
     launch = partial(sample.launch_transform, lto_here.cubin.get_kernel("apply_transform"), grid=grid)
-    found = jitlto_gpu.verify(gpu, launch, sample.default_reference)
+    found = jitlto_gpu.verify(gpu, launch, sample.DEFAULT_PLUGIN.reference)
     assert found["bad"] == 0 and found["checked"] == 300_001, found
 
 
 def test_the_check_finds_unwritten_elements_wrong_values_and_nans(gpu, lto_here):
     launch = sample.launcher(lto_here)
     found = jitlto_gpu.verify(gpu, lambda stream, d_in, d_out: launch(stream, d_in[:-5], d_out[:-5]),
-                              sample.default_reference)  # the last 5 never written
+                              sample.DEFAULT_PLUGIN.reference)  # the last 5 never written
     assert (found["bad"], found["unwritten"], found["first_bad"]) == (5, 5, 300_001 - 5)
-    want = sample.default_reference(gpu.x[:4096])
+    want = sample.DEFAULT_PLUGIN.reference(gpu.x[:4096])
     got = want.copy()
     got[1234] += 1.0
     got[2000] = want[2000] = np.nan  # NaN in both: a match
@@ -123,6 +127,37 @@ def test_the_quadrature_check_holds_each_sum_to_its_bound_and_finds_an_unwritten
     found = study.check_integral(on, lambda stream, d_in, d_out: launch(stream, d_in[:-1], d_out[:-1]),
                                  sample.SWAP_PLUGIN, launch)  # against a build that writes every output
     assert (found["bad"], found["unwritten"], found["first_bad"]) == (1, 1, n - 1), found
+
+
+def test_new_values_reach_the_kernel_and_verify_without_a_compile_or_a_link(gpu, monkeypatch):
+    arch = f"sm_{gpu.device.arch}"
+    library_ltoir = sample.compile_ltoir(sample.LIBRARY_SOURCE, arch)
+    compiled_in = sample.relink("parameters", sample.PARAMETERS_PLUGIN, arch, library_ltoir)
+    sample.check(compiled_in, sample.PARAMETERS_PLUGIN, gpu)
+    first = gpu.d_out.get()
+    built = []  # every compile and link from here on
+    for cls, method in ((sample.Program, "compile"), (sample.Linker, "link")):
+        real = getattr(cls, method)
+        monkeypatch.setattr(cls, method, lambda *args, real=real, **kw: built.append(args) or real(*args, **kw))
+    values = [0.5, -2.0, 0.25]
+    new = replace(compiled_in, label="parameters set", set_values={"coefficients": values})
+    plugin = replace(sample.PARAMETERS_PLUGIN, reference=sample.polynomial_reference(values))
+    assert sample.check(new, plugin, gpu).verification["bad"] == 0 and built == []
+    assert new.set_ms is not None and not np.array_equal(gpu.d_out.get(), first), "new values, new output"
+    stale = replace(plugin, reference=sample.PARAMETERS_PLUGIN.reference)  # the values compiled in
+    assert jitlto_gpu.verify(gpu, sample.launcher(new), stale.reference)["bad"] > 0
+
+
+def test_set_gives_a_cuda_plugin_its_values_in_both_links(tmp_path):
+    (tmp_path / "gain.cu").write_text('__constant__ float gain[1] = {1.0f};\n'
+                                      'extern "C" __device__ float user_transform(float x) { return gain[0] * x; }\n')
+    path = tmp_path / "run.json"
+    result = run_sample("--plugin", str(tmp_path / "gain.cu"), "--set", "gain=2.5", "--json", str(path))
+    assert result.returncode == 0, result.stdout + result.stderr
+    builds = {build["label"]: build for build in json.loads(path.read_text())["builds"]}
+    for label in ("ptx gain.cu", "lto gain.cu"):
+        assert builds[label]["set_values"] == {"gain": [2.5]} and builds[label]["verification"]["bad"] == 0
+    assert "  [lto gain.cu] result cross-checked against the ptx build: they match" in result.stdout
 
 
 def test_a_cuda_plugin_without_a_reference_is_cross_checked_against_its_ptx_build():

@@ -66,7 +66,7 @@ def test_the_reference_is_numba_s_cpu_build_where_it_compiles_else_none(tmp_path
     default, plain = read_plugins([str(EXAMPLES / "default.py"), str(write(tmp_path, "plain.py", PLAIN_HELPER))],
                                   sample.PLUGIN_CONTRACT)
     x = np.random.default_rng(4).standard_normal(1000, dtype=np.float32)
-    np.testing.assert_allclose(default.reference(x), sample.default_reference(x), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(default.reference(x), sample.DEFAULT_PLUGIN.reference(x), rtol=1e-6, atol=1e-6)
     assert default.reference(x).dtype == np.float32 and "numba.vectorize" in default.against
     assert plain.reference is None  # a plain helper: checked against the ptx build, on a GPU
 
@@ -89,7 +89,7 @@ def test_sibling_modules_and_a_utilities_package_of_its_own_import_as_python_imp
     result = compile_only("--plugin", "../plugin", "--emit", "out", "--json", "run.json", cwd=tmp_path / "work")
     assert result.returncode == 0, result.stdout + result.stderr
     made = {build["label"]: build for build in json.loads((tmp_path / "work" / "run.json").read_text())["builds"]}
-    assert set(made) - {"ptx uses.py"} == {"lto uses.py", "swap"}  # the folder: the modules are no plug-ins
+    assert set(made) - {"ptx uses.py"} == {"lto uses.py", "swap", "parameters", "parameters set"}  # the folder: the modules are no plug-ins
     assert made["lto uses.py"]["user_transform"] == "inlined (0 calls left)"
     assert (tmp_path / "work" / "out" / "lto-uses.py.cubin").is_file()
 

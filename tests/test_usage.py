@@ -27,6 +27,9 @@ LESSON, STUDY = "jitLtoLinking.py", "jitLtoBenchmark.py"
     (LESSON, ["--no-such-option"], "unrecognized arguments: --no-such-option"),
     *[(LESSON, [option, ""], f"argument {option}: an empty path")
       for option in ("--plugin", "--library", "--emit", "--json")],
+    *[(LESSON, ["--set", given], f"argument --set: '{given}': give NAME=V1,V2,... with float32 values")
+      for given in ("coefficients", "coefficients=", "coefficients=1,,2", "coefficients=1,x", "2x=1",
+                    "gain=inf", "gain=nan", "gain=1e39")],
     (STUDY, ["--compile-only"], "unrecognized arguments: --compile-only"),
     (STUDY, ["--plugin", ""], "argument --plugin: an empty path"),
     (STUDY, ["--elements", "-3"], "--elements must be at least 1"),
@@ -51,6 +54,25 @@ def refused_plugin(folder, what):
             "device": ("/dev/zero", "is not a regular file"),
             "unreadable file": (folder / "secret.cu", "cannot be read (Permission denied)"),
             "unreadable folder": (folder, "cannot be read (Permission denied)")}[what]
+
+
+GAIN = 'extern "C" __device__ float user_transform(float x) { return gain[0] * x; }\n'
+
+
+@pytest.mark.parametrize(("plugin", "given", "phrase"), [
+    (None, "gain=2", "--set gain with 1 values: the plug-in of [parameters set] declares coefficients[3]"),
+    (None, "coefficients=1,2", "--set coefficients with 2 values: the plug-in of [parameters set] "
+                               "declares coefficients[3]"),
+    ("gain.cu", "coefficients=1,2,3", "--set coefficients with 3 values: the plug-in of [lto gain.cu] "
+                                      "declares gain[1], offsets[2]"),
+    ("default.cu", "gain=2", "the plug-in of [lto default.cu] declares no parameters"),
+])
+def test_a_parameter_the_plugin_does_not_declare_is_a_usage_error_naming_what_it_does(tmp_path, plugin, given,
+                                                                                      phrase):
+    (tmp_path / "gain.cu").write_text("__constant__ float gain[1] = {1.0f};\n__device__ float offsets[2];\n"
+                                      + GAIN)
+    plugins = ["--plugin", str(tmp_path / plugin if plugin == "gain.cu" else EXAMPLES / plugin)] if plugin else []
+    assert_clean_failure(compile_only(*plugins, "--set", given), 2, phrase)
 
 
 @pytest.mark.parametrize("what", ["NUL byte", "no plug-in", "missing", "device", "unreadable file",
