@@ -7,8 +7,9 @@ A GPU library compiles its kernel once; a user hands it a device function, `user
 plug-in; the two are linked at run time. [1] Each is compiled on its own to PTX with `Program`
 (NVRTC) and linked with `Linker` (nvJitLink): the kernel calls the plug-in. [2] Each is compiled to
 LTO-IR and linked with LTO, which inlines the plug-in. [3] The library's LTO-IR from [2] is linked
-again with another plug-in, compiling only that. Each result is launched and every element checked
-against NumPy. When LTO pays: the study beside this file, jitLtoBenchmark.py.
+again with another plug-in, compiling only that. [4] A plug-in's parameters, in its own device
+memory, get new values after linking: no compile, no link. Each result is launched and every
+element checked against NumPy. When LTO pays: the study beside this file, jitLtoBenchmark.py.
 """
 
 import os
@@ -211,8 +212,7 @@ def lto_linking(arch: str, plugins: list[Plugin], gpu, library_ltoir, ptx_builds
 
 
 def relink(label: str, plugin: Plugin, arch: str, library_ltoir: ObjectCode) -> Build:
-    """[3] and [4] The library's LTO-IR from [2] linked again, with a built-in plug-in: only that is
-    compiled."""
+    """[3] and [4] The library's LTO-IR linked again, with a plug-in: only that is compiled."""
     plugin_ltoir, compile_ms = timed(lambda: compile_ltoir(plugin.source, arch, plugin.name))
     cubin, link_ms = timed(lambda: link_lto(arch, library_ltoir, plugin_ltoir))
     return Build(label, arch, cubin, library_ltoir, plugin_ltoir, compile_ms=compile_ms,
@@ -222,11 +222,10 @@ def relink(label: str, plugin: Plugin, arch: str, library_ltoir: ObjectCode) -> 
 def plugin_swap(arch: str, library_ltoir: ObjectCode, gpu) -> Build:
     """[3] The library's LTO-IR from step [2] linked with another plug-in: only that is compiled."""
     print("\n[3] Plug-in swap")
-    print("  [swap] the library's LTO-IR from step [2], linked again: only the swap is compiled")
     return check(relink("swap", SWAP_PLUGIN, arch, library_ltoir), SWAP_PLUGIN, gpu)
 
 
-def set_parameters(arch: str, library_ltoir: ObjectCode, gpu, values: dict, swap: Build) -> list:
+def set_parameters(arch: str, library_ltoir: ObjectCode, gpu, values: dict) -> list[Build]:
     """[4] A plug-in whose coefficients are in its own __constant__ memory, linked once as the swap
     was; then new values written into the linked code, and launched: no compile, no link."""
     print("\n[4] Parameters set at run time")
@@ -236,9 +235,6 @@ def set_parameters(arch: str, library_ltoir: ObjectCode, gpu, values: dict, swap
                             compiled_in.plugin, set_values=values)
     new_values = replace(PARAMETERS_PLUGIN, reference=polynomial_reference(values["coefficients"]))
     check(set_at_run_time, new_values, gpu)
-    if gpu is not None:
-        print(f"  [parameters set] no compile, no link: {set_at_run_time.set_ms:.2f} ms, where the "
-              f"swap's compile and link took {swap.compile_ms + swap.link_ms:.1f} ms")
     return [compiled_in, set_at_run_time]
 
 
@@ -299,7 +295,7 @@ def main(argv=None) -> int:
         lto_builds = lto_linking(arch, args.plugins, gpu, shipped_ltoir, ptx_builds)     # [2]
         swap_build = plugin_swap(arch, lto_builds[0].library, gpu)  # [3]: [2]'s library LTO-IR
         new_values = args.parameters or NEW_COEFFICIENTS  # --set's, unless your plug-ins took them
-        parameter_builds = set_parameters(arch, lto_builds[0].library, gpu, new_values, swap_build)
+        parameter_builds = set_parameters(arch, lto_builds[0].library, gpu, new_values)      # [4]
         record["builds"] += [*ptx_builds, *lto_builds, swap_build, *parameter_builds]
         failed = [build.label for build in record["builds"] if build.failed]
         if failed:

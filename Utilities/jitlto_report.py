@@ -123,7 +123,8 @@ def print_report(build: Build) -> None:
     times += [f"{name} = {', '.join(f'{value:g}' for value in values)}"
               for name, values in build.set_values.items()]
     if build.set_ms is not None:
-        times.append(f"written into the linked code and launched in {build.set_ms:.2f} ms")
+        times.append(f"written into the linked code and launched in {build.set_ms:.2f} ms, "
+                     "without compiling or linking again")
     lines = [", ".join([*times, f"cubin {build.cubin_bytes:,} bytes",
                         f"{build.registers} registers", f"user_transform {build.user_transform}"])]
     found = build.verification

@@ -135,17 +135,19 @@ def test_new_values_reach_the_kernel_and_verify_without_a_compile_or_a_link(gpu,
     compiled_in = sample.relink("parameters", sample.PARAMETERS_PLUGIN, arch, library_ltoir)
     sample.check(compiled_in, sample.PARAMETERS_PLUGIN, gpu)
     first = gpu.d_out.get()
-    built = []  # every compile and link from here on
-    for cls, method in ((sample.Program, "compile"), (sample.Linker, "link")):
-        real = getattr(cls, method)
-        monkeypatch.setattr(cls, method, lambda *args, real=real, **kw: built.append(args) or real(*args, **kw))
+    built = []  # every Program (a compile) and Linker (a link) the lesson makes from here on
+    for name in ("Program", "Linker"):
+        real = getattr(sample, name)
+        monkeypatch.setattr(sample, name, lambda *args, real=real, **kw: built.append(real) or real(*args, **kw))
     values = [0.5, -2.0, 0.25]
     new = replace(compiled_in, label="parameters set", set_values={"coefficients": values})
     plugin = replace(sample.PARAMETERS_PLUGIN, reference=sample.polynomial_reference(values))
     assert sample.check(new, plugin, gpu).verification["bad"] == 0 and built == []
     assert new.set_ms is not None and not np.array_equal(gpu.d_out.get(), first), "new values, new output"
-    stale = replace(plugin, reference=sample.PARAMETERS_PLUGIN.reference)  # the values compiled in
-    assert jitlto_gpu.verify(gpu, sample.launcher(new), stale.reference)["bad"] > 0
+    stale = sample.PARAMETERS_PLUGIN.reference  # of the values compiled in
+    assert jitlto_gpu.verify(gpu, sample.launcher(new), stale)["bad"] > 0
+    sample.relink("parameters", sample.PARAMETERS_PLUGIN, arch, library_ltoir)
+    assert len(built) == 2, "a relink is a compile and a link, which the count sees"
 
 
 def test_set_gives_a_cuda_plugin_its_values_in_both_links(tmp_path):
@@ -191,7 +193,13 @@ def test_the_study_builds_every_way_verifies_every_build_and_emits_each(tmp_path
     run = json.loads(path.read_text())
     assert run["exit_code"] == 0 and run["device_copy_ms"] > 0 and run["cupy_elementwise_ms"] > 0
     builds = {build["label"]: build for build in run["builds"]}
-    assert len(builds) == len(run["builds"]) == 22, sorted(builds)  # 5 ways (6 for a .cu) x 2 kernels
+    # 5 ways (6 for a .cu) x 2 kernels; the parameters compiled in and set, for 2 sets of values
+    assert len(builds) == len(run["builds"]) == 22 + 4, sorted(builds)
+    for values in ("1.0,3.0,-1.0", "0.5,-2.0,0.25"):
+        compiled_in, set_at_run_time = builds[f"quadrature compiled in {values}"], builds[f"quadrature set {values}"]
+        assert compiled_in["compile_ms"] > 0 and compiled_in["link_ms"] > 0 and compiled_in["parameters"] == {}
+        assert set_at_run_time["link_ms"] is None and set_at_run_time["parameters"] == {"coefficients": 3}
+        assert "against NumPy's float64 quadrature" in set_at_run_time["verification"]["against"]
     assert all(build["verification"]["bad"] == 0 for build in run["builds"])
     for kernel in ("map", "quadrature"):
         for plugin in ("default.cu", "default.py"):

@@ -59,20 +59,20 @@ def refused_plugin(folder, what):
 GAIN = 'extern "C" __device__ float user_transform(float x) { return gain[0] * x; }\n'
 
 
-@pytest.mark.parametrize(("plugin", "given", "phrase"), [
-    (None, "gain=2", "--set gain with 1 values: the plug-in of [parameters set] declares coefficients[3]"),
-    (None, "coefficients=1,2", "--set coefficients with 2 values: the plug-in of [parameters set] "
-                               "declares coefficients[3]"),
-    ("gain.cu", "coefficients=1,2,3", "--set coefficients with 3 values: the plug-in of [lto gain.cu] "
-                                      "declares gain[1], offsets[2]"),
-    ("default.cu", "gain=2", "the plug-in of [lto default.cu] declares no parameters"),
+@pytest.mark.parametrize(("plugin", "given", "phrases"), [
+    (None, "gain=2", ["--set gain with 1 values: the plug-in of [parameters set] declares coefficients[3]"]),
+    (None, "coefficients=1,2", ["--set coefficients with 2 values: the plug-in of [parameters set] declares "
+                                "coefficients[3]"]),
+    ("gain.cu", "coefficients=1,2,3", ["--set coefficients with 3 values: the plug-in of [",  # ptx, or lto
+                                       " gain.cu] declares gain[1], offsets[2]"]),
+    ("default.cu", "gain=2", [" default.cu] declares no parameters"]),
 ])
 def test_a_parameter_the_plugin_does_not_declare_is_a_usage_error_naming_what_it_does(tmp_path, plugin, given,
-                                                                                      phrase):
+                                                                                      phrases):
     (tmp_path / "gain.cu").write_text("__constant__ float gain[1] = {1.0f};\n__device__ float offsets[2];\n"
                                       + GAIN)
     plugins = ["--plugin", str(tmp_path / plugin if plugin == "gain.cu" else EXAMPLES / plugin)] if plugin else []
-    assert_clean_failure(compile_only(*plugins, "--set", given), 2, phrase)
+    assert_clean_failure(compile_only(*plugins, "--set", given), 2, *phrases)
 
 
 @pytest.mark.parametrize("what", ["NUL byte", "no plug-in", "missing", "device", "unreadable file",
