@@ -231,6 +231,7 @@ def set_parameters(arch: str, library_ltoir: ObjectCode, gpu, values: dict) -> l
     print("\n[4] Parameters set at run time")
     compiled_in = check(relink("parameters", PARAMETERS_PLUGIN, arch, library_ltoir),
                         PARAMETERS_PLUGIN, gpu)  # with the values it was compiled with: 1, 3, -1
+    # The same linked code, its values written: the compiled-in build's code reads them from now on
     set_at_run_time = Build("parameters set", arch, compiled_in.cubin, library_ltoir,
                             compiled_in.plugin, set_values=values)
     new_values = replace(PARAMETERS_PLUGIN, reference=polynomial_reference(values["coefficients"]))
@@ -255,7 +256,7 @@ def write_parameters(cubin: ObjectCode, values: dict, stream) -> None:
     later launch of that code reads them. cuda.core looks up kernels, not variables: the driver's
     cuLibraryGetGlobal finds the variable in the loaded code (cubin.handle, a CUlibrary)."""
     for name, numbers in values.items():
-        data = np.asarray(numbers, np.float32)
+        data = np.asarray(numbers, np.float32)  # pageable: copied out before the call returns
         error, address, _ = driver.cuLibraryGetGlobal(cubin.handle, name.encode())
         if error == driver.CUresult.CUDA_SUCCESS:
             error, = driver.cuMemcpyHtoDAsync(address, data.ctypes.data, data.nbytes, stream.handle)
@@ -274,7 +275,7 @@ def check(build: Build, plugin: Plugin, gpu, ptx_build: Build | None = None) -> 
     """On a GPU, write the build's parameters (--set's) and launch its kernel, timed; check every
     element (with no reference, against the ptx build's output); print its report; return it."""
     if gpu is not None:
-        if build.set_values:
+        if build.set_values:  # timed: the write and a launch; the check below launches again
             _, build.set_ms = timed(lambda: write_and_launch(build, gpu))
         # The output is filled first with a NaN no arithmetic makes: an element left unwritten fails
         build.verification = verify(gpu, launcher(build), plugin.reference,
@@ -294,7 +295,7 @@ def main(argv=None) -> int:
         ptx_builds = ptx_linking(arch, args.plugins, gpu)                                # [1]
         lto_builds = lto_linking(arch, args.plugins, gpu, shipped_ltoir, ptx_builds)     # [2]
         swap_build = plugin_swap(arch, lto_builds[0].library, gpu)  # [3]: [2]'s library LTO-IR
-        new_values = args.parameters or NEW_COEFFICIENTS  # --set's, unless your plug-ins took them
+        new_values = args.parameters or NEW_COEFFICIENTS  # --set's, if no --plugin got them
         parameter_builds = set_parameters(arch, lto_builds[0].library, gpu, new_values)      # [4]
         record["builds"] += [*ptx_builds, *lto_builds, swap_build, *parameter_builds]
         failed = [build.label for build in record["builds"] if build.failed]

@@ -109,7 +109,7 @@ def values_given(text: str) -> tuple[str, list[float]]:
     except ValueError:
         numbers = []
     if not name.isidentifier() or not numbers or not all(
-            abs(number) <= np.finfo(np.float32).max for number in numbers):  # not inf, not nan
+            abs(number) <= float(np.finfo(np.float32).max) for number in numbers):  # no inf, nan
         raise ArgumentTypeError(f"{text!r}: give NAME=V1,V2,... with float32 values, for example "
                                 "coefficients=0.5,-2,0.25")
     return name, numbers
@@ -155,6 +155,10 @@ def parse_args(argv, default_plugin: Plugin, contract: str, study: bool = False)
             raise UsageError(f"--arch {args.arch}: not an architecture this NVRTC builds for "
                              f"({', '.join(supported)})")
         args.plugins = read_plugins(args.plugin, contract) or [default_plugin]
+        names = [name for name, _ in args.set]
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            raise UsageError(f"--set {', '.join(twice)}: given twice")
         args.parameters = dict(args.set)  # your plug-ins take them; without --plugin, step [4]
         if args.plugin:
             for plugin in args.plugins:

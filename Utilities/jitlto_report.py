@@ -63,6 +63,20 @@ def read_cubin(cubin: bytes, kernel: str) -> tuple[list[str], dict, Counter, int
     return functions, variables, calls, registers
 
 
+def check_parameter(name: str, values: list, plugin: str, declared: dict) -> None:
+    """--set NAME=values against the parameters the plug-in's linked code declares: UsageError if
+    it declares no NAME, or NAME with another count."""
+    if name not in declared:
+        listed = ", ".join(f"{n}[{count}]" for n, count in declared.items()) or (
+            "none (only a variable at file scope, neither static nor const, can be set; a Python "
+            "plug-in's values are compiled in)")
+        raise UsageError(f"--set {name}: {plugin} declares no parameter {name}; it declares "
+                         f"{listed}")
+    if declared[name] != len(values):
+        raise UsageError(f"--set {name}: {len(values)} value(s) given; {plugin} declares "
+                         f"{name}[{declared[name]}]")
+
+
 @dataclass(eq=False)  # a build is itself: two are never equal
 class Build:
     """One build: what it linked and how, what its code holds, how its kernel ran. It is the report
@@ -91,11 +105,8 @@ class Build:
     def __post_init__(self):
         code = bytes(self.cubin.code)
         functions, self.parameters, calls, self.registers = read_cubin(code, self.kernel)
-        for name, values in self.set_values.items():
-            if self.parameters.get(name) != len(values):
-                declared = ", ".join(f"{n}[{count}]" for n, count in self.parameters.items())
-                raise UsageError(f"--set {name} with {len(values)} values: the plug-in of "
-                                 f"[{self.label}] declares {declared or 'no parameters'}")
+        for name, values in self.set_values.items():  # --set's: each a parameter of the plug-in
+            check_parameter(name, values, Path(self.plugin.name).name, self.parameters)
         self.cubin_bytes = len(code)
         self.calls = calls["user_transform"]
         if self.through_pointer:
@@ -122,8 +133,9 @@ def print_report(build: Build) -> None:
                                                      ("link", build.link_ms)) if ms is not None]
     times += [f"{name} = {', '.join(f'{value:g}' for value in values)}"
               for name, values in build.set_values.items()]
-    if build.set_ms is not None:
-        times.append(f"written into the linked code and launched in {build.set_ms:.2f} ms, "
+    if build.set_values:
+        times.append("not written (no GPU)" if build.set_ms is None else
+                     f"written into the linked code and launched in {build.set_ms:.2f} ms, "
                      "without compiling or linking again")
     lines = [", ".join([*times, f"cubin {build.cubin_bytes:,} bytes",
                         f"{build.registers} registers", f"user_transform {build.user_transform}"])]
