@@ -3,32 +3,26 @@
 # Copyright (c) 2026, the jitLtoLinking authors
 """When LTO pays: the study beside the lesson, jitLtoLinking.py, built from its sources and steps.
 
-Each plug-in is built every way into two library kernels, and each kernel is timed (the median of
-100 launches after 100, by CUDA events) and checked:
-- apply_transform, the lesson's map, moves 8 bytes per call of the plug-in: its ceiling is a
-  device-to-device copy of the same bytes;
-- integrate_transform, a quadrature, calls the plug-in 256 times per element on values held in
-  registers: there the calls are the cost.
-The ways: ptx and lto (the lesson's [1] and [2]); half-LTO (the library as PTX, the plug-in as
-LTO-IR); pointer and pointer LTO (the pre-LTO way: the library calls the plug-in through a device
-function pointer); the whole program (one source, no linker); CuPy's ElementwiseKernel.
+Each plug-in is built every way (ptx, lto, half-LTO, pointer, pointer LTO, whole program) into two
+library kernels: the lesson's map, whose ceiling is a device copy, and a quadrature that calls the
+plug-in 256 times per element. Each kernel is timed by CUDA events and checked, beside CuPy's
+ElementwiseKernel and the copy.
 """
 
 from dataclasses import dataclass, replace
 
 from jitLtoLinking import (DEFAULT_PLUGIN, LIBRARY_KERNEL, PARAMETERS_PLUGIN, PLUGIN_CONTRACT,
-                           POLYNOMIAL_SOURCE, compile_ltoir, compile_ptx, launcher, link_lto,
-                           link_ptx, polynomial_reference, write_and_launch)
+                           POLYNOMIAL_SOURCE, Plugin, compile_ltoir, compile_ptx, launcher,
+                           link_lto, link_ptx, polynomial_reference, relink, write_and_launch)
 
 import cupy as cp
 import numpy as np
 from cuda.core import ObjectCode, Program, ProgramOptions
 from cupyx.profiler import benchmark
 # The lesson, imported first, puts its Utilities folder on the path (and takes Ctrl-C from then on)
-from jitlto_gpu import open_gpu, verify  # noqa: E402
-from jitlto_inputs import CUDA_HEADERS, compile_plugin, failures_named, parse_args  # noqa: E402
-from jitlto_report import Build, SampleError, print_report, run_command, run_record  # noqa: E402
-from jitlto_report import timed  # noqa: E402
+from jitlto_gpu import open_gpu, verify
+from jitlto_inputs import CUDA_HEADERS, compile_plugin, failures_named, parse_args
+from jitlto_report import Build, SampleError, print_report, run_command, run_record, timed
 
 # The second library kernel: each element's integral of user_transform over [x, x + 1] by the
 # midpoint rule at 256 points. It moves 8 bytes per element, as apply_transform does, but calls
@@ -71,8 +65,7 @@ def cupy_default_transform(stream, d_in, d_out) -> None:
     CUPY_DEFAULT_TRANSFORM(d_in, d_out)
 
 
-def compile_whole_program(source: str, arch: str, name="whole_program.cu",
-                          include_path=None) -> ObjectCode:
+def compile_whole_program(source: str, arch: str, name: str, include_path) -> ObjectCode:
     """Library and plug-in as one source, compiled straight to a cubin: no linker needed."""
     options = ProgramOptions(arch=arch, name=name, include_path=include_path)  # no -rdc
     return Program(source, "c++", options).compile("cubin")
@@ -85,7 +78,7 @@ class Library:
     name: str  # "map", "quadrature": its builds' labels start with it
     kernel: str
     source: str  # the kernel alone; the contract, or the pointer switch, goes in front
-    check: object  # check(gpu, launch, plugin, ptx_launch): what the check found
+    check: object  # check(gpu, launch, reference, ptx_launch, against): what the check found
 
 
 def every_build(library: Library, plugin, arch: str) -> dict[str, Build]:
@@ -120,21 +113,16 @@ def every_build(library: Library, plugin, arch: str) -> dict[str, Build]:
     return builds
 
 
-def check_map(gpu, launch, plugin, ptx_launch) -> dict:
-    """Every element against the plug-in's reference; without one, against its ptx build's."""
-    return verify(gpu, launch, plugin.reference, ptx_launch, plugin.against)
-
-
-def check_integral(gpu, launch, plugin, ptx_launch) -> dict:
+def check_integral(gpu, launch, reference, ptx_launch, against=None) -> dict:
     """Every output against the ptx build's (of that build: each written); with a reference, 4,096
     against NumPy's quadrature in float64, within a bound: 2^-24 of h sum|f| per float32 addition
     (256 of them), and 1e-5 + 1e-5 |f| per point, as the map's check."""
     found = verify(gpu, launch, None, ptx_launch)
-    if plugin.reference is None or found["bad"]:
+    if reference is None or found["bad"]:
         return found
     stride = -(-gpu.x.size // 4096)  # every stride-th output; h = 1/256: each point rounded once
     points = gpu.x[::stride, None] + (np.arange(256, dtype=np.float32) + 0.5) / 256
-    f = plugin.reference(points).astype(np.float64) / 256  # h f, in float64
+    f = reference(points).astype(np.float64) / 256  # h f, in float64
     bound = 1e-5 + (1e-5 + 256 * 2.0**-24) * np.abs(f).sum(axis=1)
     error = np.abs(gpu.d_out[::stride].get() - f.sum(axis=1))
     wrong = np.flatnonzero(~(error <= bound)) * stride  # NaN too
@@ -162,12 +150,9 @@ def compiled_in(coefficients: list[float], arch: str, library_ltoir) -> Build:
     values the optimizer sees, in the quadrature: a new value is a compile and a link."""
     values = ", ".join(f"{value!r}f" for value in coefficients)  # 0.5 -> 0.5f
     source = f"static __device__ const float coefficients[3] = {{{values}}};\n{POLYNOMIAL_SOURCE}"
-    plugin_ltoir, compile_ms = timed(lambda: compile_ltoir(PLUGIN_CONTRACT + source, arch,
-                                                           "compiled_in.cu"))
-    cubin, link_ms = timed(lambda: link_lto(arch, library_ltoir, plugin_ltoir))
     label = f"quadrature compiled in {','.join(map(str, coefficients))}"
-    return Build(label, arch, cubin, library_ltoir, plugin_ltoir, QUADRATURE.kernel,
-                 compile_ms=compile_ms, link_ms=link_ms)
+    plugin = Plugin("compiled_in.cu", PLUGIN_CONTRACT + source)
+    return relink(label, plugin, arch, library_ltoir, QUADRATURE.kernel)  # as the lesson's [4]
 
 
 def compare_parameters(arch: str, gpu) -> list[Build]:
@@ -199,7 +184,7 @@ def compare_parameters(arch: str, gpu) -> list[Build]:
 
 
 # The study's two library kernels
-MAP = Library("map", "apply_transform", LIBRARY_KERNEL, check_map)
+MAP = Library("map", "apply_transform", LIBRARY_KERNEL, verify)
 QUADRATURE = Library("quadrature", "integrate_transform", QUADRATURE_KERNEL, check_integral)
 
 
@@ -211,7 +196,8 @@ def time_and_check(builds: dict[str, Build], library: Library, plugin, gpu, copy
     ptx = builds.get("ptx")  # the parameters' builds have none
     for build in builds.values():
         ptx_launch = None if build is ptx or ptx is None else launcher(ptx)
-        build.verification = library.check(gpu, launcher(build), plugin, ptx_launch)
+        build.verification = library.check(gpu, launcher(build), plugin.reference, ptx_launch,
+                                           plugin.against)
         percent = 100 * copy_ms / build.kernel_ms if library is MAP else None
         print_row(build.label, build.link_ms and f"{build.link_ms:.1f}", build.registers,
                   "pointer" if build.through_pointer else build.calls, f"{build.kernel_ms:.4f}",

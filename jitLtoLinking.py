@@ -31,9 +31,9 @@ signal.signal(signal.SIGINT, interrupted)
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "Utilities"))
 try:
     import numpy as np
-    from cuda.core import LaunchConfig, Linker, LinkerOptions, ObjectCode, Program, ProgramOptions
+    from cuda.core import Linker, LinkerOptions, ObjectCode, Program, ProgramOptions
     from cuda.bindings import driver
-    from cuda.core import launch
+    from cuda.core import LaunchConfig, launch
     from jitlto_gpu import open_gpu, verify
     from jitlto_inputs import Plugin, check_library, compile_plugin, failures_named, parse_args
     from jitlto_report import Build, SampleError, print_report, run_command, run_record, timed
@@ -48,10 +48,9 @@ except OSError as error:  # CuPy makes ~/.cupy as it is imported
              "you can write to")
 
 # ==== Device code =============================================================
-# The library's contract with its plug-ins: user_transform is declared, not defined; the plug-in
-# linked in defines it. extern "C" keeps the name as written (no C++ name mangling). The library
-# puts this header in front of every plug-in too: a user_transform of another signature is a compile
-# error, where the linker, which matches extern "C" names alone, would link it silently.
+# The library's contract with its plug-ins: user_transform is declared here, defined by the plug-in
+# linked in; extern "C" keeps its name unmangled. Put in front of every plug-in too, it makes a
+# user_transform of another signature a compile error (the linker matches extern "C" names alone).
 PLUGIN_CONTRACT = 'extern "C" __device__ float user_transform(float x);\n'
 
 LIBRARY_KERNEL = r"""
@@ -111,11 +110,6 @@ extern "C" __device__ float user_transform(float x)
 """
 
 
-def swap_reference(x: np.ndarray) -> np.ndarray:
-    """tanh(x) + 0.5x in float32, like the swap plug-in."""
-    return np.tanh(x) + np.float32(0.5) * x
-
-
 def polynomial_reference(coefficients):
     """max((c0 x + c1) x + c2, 0) in float32, like the parameters plug-in with these values."""
     c0, c1, c2 = np.float32(coefficients)
@@ -125,7 +119,8 @@ def polynomial_reference(coefficients):
 # The plug-ins: NVRTC's name for each, its source (the contract first), its NumPy reference
 DEFAULT_PLUGIN = Plugin("default_plugin.cu", PLUGIN_CONTRACT + DEFAULT_PLUGIN_SOURCE,
                         polynomial_reference([1, 3, -1]))
-SWAP_PLUGIN = Plugin("swap_plugin.cu", PLUGIN_CONTRACT + SWAP_PLUGIN_SOURCE, swap_reference)
+SWAP_PLUGIN = Plugin("swap_plugin.cu", PLUGIN_CONTRACT + SWAP_PLUGIN_SOURCE,
+                     lambda x: np.tanh(x) + np.float32(0.5) * x)  # float32, as the plug-in
 PARAMETERS_PLUGIN = Plugin("parameters_plugin.cu",
                            PLUGIN_CONTRACT + COEFFICIENTS + POLYNOMIAL_SOURCE,
                            polynomial_reference([1, 3, -1]))
@@ -169,7 +164,6 @@ def link_lto(arch: str, library_ltoir: ObjectCode, plugin_ltoir: ObjectCode) -> 
     return Linker(library_ltoir, plugin_ltoir, options=options).link("cubin")
 
 
-
 # ==== The steps: each plug-in compiled, linked, launched and checked ==========
 def ptx_linking(arch: str, plugins: list[Plugin], gpu) -> list[Build]:
     """[1] The library and each plug-in compiled to relocatable PTX, then linked."""
@@ -211,11 +205,12 @@ def lto_linking(arch: str, plugins: list[Plugin], gpu, library_ltoir, ptx_builds
     return builds
 
 
-def relink(label: str, plugin: Plugin, arch: str, library_ltoir: ObjectCode) -> Build:
+def relink(label: str, plugin: Plugin, arch: str, library_ltoir: ObjectCode,
+           kernel="apply_transform") -> Build:
     """[3] and [4] The library's LTO-IR linked again, with a plug-in: only that is compiled."""
     plugin_ltoir, compile_ms = timed(lambda: compile_ltoir(plugin.source, arch, plugin.name))
     cubin, link_ms = timed(lambda: link_lto(arch, library_ltoir, plugin_ltoir))
-    return Build(label, arch, cubin, library_ltoir, plugin_ltoir, compile_ms=compile_ms,
+    return Build(label, arch, cubin, library_ltoir, plugin_ltoir, kernel, compile_ms=compile_ms,
                  link_ms=link_ms)
 
 

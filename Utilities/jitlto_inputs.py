@@ -64,8 +64,7 @@ def read_plugins(given: list[str], contract: str) -> list[Plugin]:
             elif not folder or re.search(r"^def user_transform\b", source, re.MULTILINE):
                 found.append(read_python_plugin(file))
         if not found:
-            raise UsageError(f"--plugin {path}: holds no .cu plug-in, no .py defining "
-                             "user_transform")
+            raise UsageError(f"--plugin {path}: holds no .cu plug-in, no .py with user_transform")
         plugins += found
     labels = [plugin.label for plugin in plugins]
     twice = sorted({label for label in labels if labels.count(label) > 1})
@@ -116,10 +115,8 @@ def values_given(text: str) -> tuple[str, list[float]]:
 
 
 def parse_args(argv, default_plugin: Plugin, contract: str, study: bool = False) -> Namespace:
-    """The command line, and every file it names read and checked; argparse's exit 2 if not. The
-    study (jitLtoBenchmark.py) times kernels of libraries it builds: it has no --library, no
-    --compile-only."""
-    parser = ArgumentParser(prog=os.path.basename(sys.argv[0]), allow_abbrev=False,
+    """The command line, and every file it names read and checked; argparse's exit 2 if not."""
+    parser = ArgumentParser(allow_abbrev=False,  # prog: the script's name, argparse's default
                             description="JIT linking and link-time optimization with cuda.core")
     add = parser.add_argument
     add("--elements", type=int, default=65536, metavar="N", help="elements (default 65536)")
@@ -132,7 +129,7 @@ def parse_args(argv, default_plugin: Plugin, contract: str, study: bool = False)
         help="a parameter's values, written into the linked code: your plug-ins' (repeatable), or "
              "without --plugin step [4]'s coefficients (default 0.5,-2,0.25)")
     parser.set_defaults(library=None, compile_only=False, arch=None)
-    if not study:
+    if not study:  # the study times kernels of libraries it builds: no --library, no GPU-less run
         add("--library", type=path_given, metavar="FILE", help="the library's LTO-IR, for [2], [3]")
         add("--compile-only", action="store_true", help="build and report for --arch; no GPU")
         add("--arch", metavar="sm_XX", help="the architecture to build for, with --compile-only")
@@ -247,8 +244,7 @@ HINTS = [  # what a tool's log means, by what it says
     (r"'user_transform'", 'a plug-in must define extern "C" __device__ float user_transform(float '
      "x), not inline or __forceinline__ (which leave no function for the library to call)"),
     (r"cudaTextureObject_t|cudaSurfaceObject_t", "the steps compile with minimal=True (-minimal), "
-     "which leaves textures and surfaces out: drop it from compile_ptx and compile_ltoir to use "
-     "them"),
+     "without textures or surfaces: drop it from compile_ptx and compile_ltoir to use them"),
 ]
 
 
@@ -272,9 +268,6 @@ def show_warnings(log: str) -> None:
         print(textwrap.indent(clean(log), "    "))
 
 
-NVRTC_WARNINGS = SimpleNamespace(write=show_warnings)  # what Program.compile(logs=) writes to
-
-
 def clean(text: str) -> str:
     """A tool's text without colour codes and control bytes (NVRTC's logs end with a NUL byte)."""
     return re.sub(r"\x1b\[[0-9;]*[A-Za-z]|[\x00-\x08\x0b-\x1f\x7f]", "", text).strip()
@@ -286,8 +279,7 @@ def read_python_plugin(path: Path) -> Plugin:
     user_transform, and numba's CPU build of it (numba.vectorize) as the reference, where that
     compiles (it cannot call a plain or @cuda.jit helper)."""
     try:
-        import numba
-        import numba.cuda  # noqa: F401
+        import numba.cuda  # numba too
     except Exception as exc:  # noqa: BLE001 -- not installed, or not for this NumPy
         raise UsageError(f"--plugin {path}: Python plug-ins need numba-cuda, which cannot be "
                          f"imported here ({type(exc).__name__}: {exc}); install versions that "
@@ -335,7 +327,8 @@ def compile_plugin(plugin: Plugin, arch: str, compile_step, target: str) -> Obje
     with its file's name, CUDA's headers and NVRTC's warnings; a Python one by numba-cuda."""
     if plugin.source is None:
         return compile_python(plugin, arch, target)
-    return compile_step(plugin.source, arch, plugin.name, CUDA_HEADERS, NVRTC_WARNINGS)
+    logs = SimpleNamespace(write=show_warnings)  # what Program.compile(logs=) writes to
+    return compile_step(plugin.source, arch, plugin.name, CUDA_HEADERS, logs)
 
 
 def compile_python(plugin: Plugin, arch: str, target: str) -> ObjectCode:

@@ -10,7 +10,6 @@ import os
 import signal
 import sys
 import time
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,9 +35,9 @@ def timed(call):
     return call(), (time.perf_counter() - start) * 1e3
 
 
-def read_cubin(cubin: bytes, kernel: str) -> tuple[list[str], dict, Counter, int | None]:
+def read_cubin(cubin: bytes, kernel: str) -> tuple[list[str], dict, int, int | None]:
     """The cubin's functions; its variables a host can write ({name: float32 count}); the kernel's
-    calls the loader fills in ({callee: count}); and the kernel's registers per thread."""
+    calls of user_transform the loader fills in; and the kernel's registers per thread."""
     elf = ELFFile(io.BytesIO(cubin))
     symbols = list(elf.get_section_by_name(".symtab").iter_symbols())
     functions = [symbol.name for symbol in symbols if symbol["st_info"]["type"] == "STT_FUNC"]
@@ -47,8 +46,8 @@ def read_cubin(cubin: bytes, kernel: str) -> tuple[list[str], dict, Counter, int
                  and symbol["st_shndx"] != "SHN_UNDEF"}
     # A call to another module's function stays a relocation in the caller's code
     relocations = elf.get_section_by_name(f".rela.text.{kernel}")
-    calls = Counter(symbols[r["r_info_sym"]].name for r in relocations.iter_relocations()
-                    ) if relocations else Counter()
+    calls = sum(symbols[r["r_info_sym"]].name == "user_transform"
+                for r in relocations.iter_relocations()) if relocations else 0
     registers = None
     for section in elf.iter_sections():  # NVIDIA's .nv.info records: format, attribute, size
         records = section.data() if section.name.startswith(".nv.info") else b""
@@ -104,11 +103,10 @@ class Build:
 
     def __post_init__(self):
         code = bytes(self.cubin.code)
-        functions, self.parameters, calls, self.registers = read_cubin(code, self.kernel)
+        functions, self.parameters, self.calls, self.registers = read_cubin(code, self.kernel)
         for name, values in self.set_values.items():  # --set's: each a parameter of the plug-in
             check_parameter(name, values, Path(self.plugin.name).name, self.parameters)
         self.cubin_bytes = len(code)
-        self.calls = calls["user_transform"]
         if self.through_pointer:
             self.user_transform = "called through the library's pointer (an indirect call)"
         elif self.calls:

@@ -114,7 +114,7 @@ def test_the_quadrature_check_holds_each_sum_to_its_bound_and_finds_an_unwritten
                         "integrate_transform", f"sm_{gpu.device.arch}")  # the swap changes sign: sums cancel
     launch, n = sample.launcher(quadrature), 100_000
     on = replace(gpu, x=gpu.x[:n], d_in=gpu.d_in[:n], d_out=gpu.d_out[:n])
-    found = study.check_integral(on, launch, sample.SWAP_PLUGIN, None)
+    found = study.check_integral(on, launch, sample.SWAP_PLUGIN.reference, None)
     assert found["bad"] == 0 and found["checked"] == n and "NumPy's float64 quadrature" in found["against"]
     stride = -(-n // 4096)  # the outputs NumPy's quadrature checks
 
@@ -122,10 +122,10 @@ def test_the_quadrature_check_holds_each_sum_to_its_bound_and_finds_an_unwritten
         launch(stream, d_in, d_out)
         d_out[10 * stride] += np.float32(1e-3)
 
-    found = study.check_integral(on, off, sample.SWAP_PLUGIN, None)
+    found = study.check_integral(on, off, sample.SWAP_PLUGIN.reference, None)
     assert (found["bad"], found["first_bad"]) == (1, 10 * stride), found
     found = study.check_integral(on, lambda stream, d_in, d_out: launch(stream, d_in[:-1], d_out[:-1]),
-                                 sample.SWAP_PLUGIN, launch)  # against a build that writes every output
+                                 sample.SWAP_PLUGIN.reference, launch)  # against a build that writes every output
     assert (found["bad"], found["unwritten"], found["first_bad"]) == (1, 1, n - 1), found
 
 

@@ -29,7 +29,7 @@ def test_the_core_program_builds_and_inlines_for_sm_90_without_a_gpu():
     exec(compile(build_part, "core.py", "exec"), namespace)  # noqa: S102 -- the README's own code
     functions, _, calls, registers = read_cubin(bytes(namespace["cubin"].code), "apply_transform")
     assert "apply_transform" in functions and "user_transform" not in functions
-    assert calls["user_transform"] == 0 and registers > 0
+    assert calls == 0 and registers > 0
 
 
 @pytest.mark.gpu
