@@ -12,8 +12,9 @@ ElementwiseKernel and the copy.
 from dataclasses import dataclass, replace
 
 from jitLtoLinking import (DEFAULT_PLUGIN, LIBRARY_KERNEL, PARAMETERS_PLUGIN, PLUGIN_CONTRACT,
-                           POLYNOMIAL_SOURCE, Plugin, compile_ltoir, compile_ptx, launcher,
-                           link_lto, link_ptx, polynomial_reference, relink, write_and_launch)
+                           POLYNOMIAL_SOURCE, Plugin, compile_ltoir, compile_ptx, launch_transform,
+                           launcher, link_lto, link_ptx, polynomial_reference, relink,
+                           write_and_launch)
 
 import cupy as cp
 import numpy as np
@@ -162,7 +163,9 @@ def compare_parameters(arch: str, gpu) -> list[Build]:
     library_ltoir = compile_ltoir(PLUGIN_CONTRACT + QUADRATURE.source, arch, "quadrature.cu")
     plugin_ltoir = compile_ltoir(PARAMETERS_PLUGIN.source, arch, PARAMETERS_PLUGIN.name)
     cubin = link_lto(arch, library_ltoir, plugin_ltoir)  # once, for every value
-    print_row("\nparameters (quadrature, lto)", "link ms", "registers", "calls", "kernel ms", None,
+    launch_transform(cubin.get_kernel(QUADRATURE.kernel), gpu.stream, gpu.d_in, gpu.d_out)  # loaded
+    print()
+    print_row("parameters (quadrature, lto)", "link ms", "registers", "calls", "kernel ms", None,
               "over set")
     builds = []
     for coefficients in ([1.0, 3.0, -1.0], [0.5, -2.0, 0.25]):
@@ -171,15 +174,15 @@ def compare_parameters(arch: str, gpu) -> list[Build]:
                                 library_ltoir, plugin_ltoir, QUADRATURE.kernel,
                                 set_values={"coefficients": coefficients})
         _, set_at_run_time.set_ms = timed(lambda: write_and_launch(set_at_run_time, gpu))
-        pair = {"lto": set_at_run_time,  # time_and_check's last column: over this build's time
-                "compiled in": compiled_in(coefficients, arch, library_ltoir)}
-        time_and_check(pair, QUADRATURE, plugin, gpu, None)
-        jit_ms = pair["compiled in"].compile_ms + pair["compiled in"].link_ms
-        saved_ms = set_at_run_time.kernel_ms - pair["compiled in"].kernel_ms
+        compiled = compiled_in(coefficients, arch, library_ltoir)
+        time_and_check([set_at_run_time, compiled], QUADRATURE, plugin, gpu, None,
+                       cross_check=compiled, over=set_at_run_time)  # each against the other
+        jit_ms = compiled.compile_ms + compiled.link_ms
+        saved_ms = set_at_run_time.kernel_ms - compiled.kernel_ms
         pays = f"after {jit_ms / saved_ms:,.0f} launches" if saved_ms > 0 else "never"
         print(f"  new values: compiled in, a compile and a link, {jit_ms:.1f} ms; set, a write, a "
               f"launch and the kernel, {set_at_run_time.set_ms:.2f} ms; compiling in pays {pays}")
-        builds += pair.values()
+        builds += [set_at_run_time, compiled]
     return builds
 
 
@@ -188,20 +191,21 @@ MAP = Library("map", "apply_transform", LIBRARY_KERNEL, verify)
 QUADRATURE = Library("quadrature", "integrate_transform", QUADRATURE_KERNEL, check_integral)
 
 
-def time_and_check(builds: dict[str, Build], library: Library, plugin, gpu, copy_ms: float):
-    """Each build's kernel timed, then checked (the clocks stay up while they are timed); a row of
-    the table for each: % of copy for the map, and the time over the lto build's."""
-    for build in builds.values():
+def time_and_check(builds: list[Build], library: Library, plugin, gpu, copy_ms: float | None,
+                   cross_check: Build, over: Build):
+    """Each build's kernel timed, then checked (the clocks stay up while they are timed), against
+    the reference and the cross_check build's output; a row of the table for each: % of copy for
+    the map, and the kernel's time over the `over` build's."""
+    for build in builds:
         build.kernel_ms = kernel_ms(launcher(build), gpu)
-    ptx = builds.get("ptx")  # the parameters' builds have none
-    for build in builds.values():
-        ptx_launch = None if build is ptx or ptx is None else launcher(ptx)
-        build.verification = library.check(gpu, launcher(build), plugin.reference, ptx_launch,
+    for build in builds:
+        other = launcher(cross_check if build is not cross_check else over)
+        build.verification = library.check(gpu, launcher(build), plugin.reference, other,
                                            plugin.against)
         percent = 100 * copy_ms / build.kernel_ms if library is MAP else None
         print_row(build.label, build.link_ms and f"{build.link_ms:.1f}", build.registers,
                   "pointer" if build.through_pointer else build.calls, f"{build.kernel_ms:.4f}",
-                  percent and f"{percent:.1f}", f"{build.kernel_ms / builds['lto'].kernel_ms:.2f}x")
+                  percent and f"{percent:.1f}", f"{build.kernel_ms / over.kernel_ms:.2f}x")
         if build.failed:
             print_report(build)
 
@@ -224,7 +228,8 @@ def main(argv=None) -> int:
             for library, arrays in ((MAP, gpu), (QUADRATURE, quadrature_gpu)):
                 with failures_named(plugin.name):
                     builds = every_build(library, plugin, arch)
-                time_and_check(builds, library, plugin, arrays, copy_ms)
+                time_and_check(list(builds.values()), library, plugin, arrays, copy_ms,
+                               cross_check=builds["ptx"], over=builds["lto"])
                 record["builds"] += builds.values()
         record["builds"] += compare_parameters(arch, quadrature_gpu)
         cupy_ms = record["cupy_elementwise_ms"] = kernel_ms(cupy_default_transform, gpu)

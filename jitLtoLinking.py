@@ -31,9 +31,9 @@ signal.signal(signal.SIGINT, interrupted)
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "Utilities"))
 try:
     import numpy as np
-    from cuda.core import Linker, LinkerOptions, ObjectCode, Program, ProgramOptions
     from cuda.bindings import driver
-    from cuda.core import LaunchConfig, launch
+    from cuda.core import LaunchConfig, Linker, LinkerOptions, ObjectCode, Program, ProgramOptions
+    from cuda.core import launch
     from jitlto_gpu import open_gpu, verify
     from jitlto_inputs import Plugin, check_library, compile_plugin, failures_named, parse_args
     from jitlto_report import Build, SampleError, print_report, run_command, run_record, timed
@@ -99,7 +99,7 @@ SWAP_PLUGIN_SOURCE = r"""
 extern "C" __device__ float user_transform(float x) { return tanhf(x) + 0.5f * x; }
 """
 # A plug-in with parameters (step [4]): coefficients in its own __constant__ memory, which the host
-# may write at any time, so no compiler or linker folds them. Declared with initial values.
+# may write between launches (in stream order), so no compiler or linker folds them.
 COEFFICIENTS = "__constant__ float coefficients[3] = {1.0f, 3.0f, -1.0f};\n"
 POLYNOMIAL_SOURCE = r"""
 extern "C" __device__ float user_transform(float x)
@@ -111,7 +111,8 @@ extern "C" __device__ float user_transform(float x)
 
 
 def polynomial_reference(coefficients):
-    """max((c0 x + c1) x + c2, 0) in float32, like the parameters plug-in with these values."""
+    """max((c0 x + c1) x + c2, 0) in float32, like the parameters plug-in with these values (and,
+    for 1, 3, -1, like the default plug-in's x * x + 3x - 1, within float32's rounding)."""
     c0, c1, c2 = np.float32(coefficients)
     return lambda x: np.maximum((c0 * x + c1) * x + c2, np.float32(0.0))
 
@@ -181,7 +182,7 @@ def ptx_linking(arch: str, plugins: list[Plugin], gpu) -> list[Build]:
             plugin_ptx, compile_ms = timed(lambda: compile_plugin(plugin, arch, compile_ptx, "ptx"))
             cubin, link_ms = timed(lambda: link_ptx(arch, library_ptx, plugin_ptx))
         build = Build(f"ptx {plugin.label}".strip(), arch, cubin, library_ptx, plugin_ptx,
-                      compile_ms=compile_ms, link_ms=link_ms, set_values=plugin.parameters)
+                      compile_ms=compile_ms, link_ms=link_ms, set_values=plugin.set_values)
         builds.append(check(build, plugin, gpu))
     return builds
 
@@ -200,7 +201,7 @@ def lto_linking(arch: str, plugins: list[Plugin], gpu, library_ltoir, ptx_builds
                                                                     "ltoir"))
             cubin, link_ms = timed(lambda: link_lto(arch, library_ltoir, plugin_ltoir))
         build = Build(f"lto {plugin.label}".strip(), arch, cubin, library_ltoir, plugin_ltoir,
-                      compile_ms=compile_ms, link_ms=link_ms, set_values=plugin.parameters)
+                      compile_ms=compile_ms, link_ms=link_ms, set_values=plugin.set_values)
         builds.append(check(build, plugin, gpu, ptx_build))
     return builds
 
@@ -224,14 +225,14 @@ def set_parameters(arch: str, library_ltoir: ObjectCode, gpu, values: dict) -> l
     """[4] A plug-in whose coefficients are in its own __constant__ memory, linked once as the swap
     was; then new values written into the linked code, and launched: no compile, no link."""
     print("\n[4] Parameters set at run time")
-    compiled_in = check(relink("parameters", PARAMETERS_PLUGIN, arch, library_ltoir),
-                        PARAMETERS_PLUGIN, gpu)  # with the values it was compiled with: 1, 3, -1
-    # The same linked code, its values written: the compiled-in build's code reads them from now on
-    set_at_run_time = Build("parameters set", arch, compiled_in.cubin, library_ltoir,
-                            compiled_in.plugin, set_values=values)
-    new_values = replace(PARAMETERS_PLUGIN, reference=polynomial_reference(values["coefficients"]))
-    check(set_at_run_time, new_values, gpu)
-    return [compiled_in, set_at_run_time]
+    initial = check(relink("parameters", PARAMETERS_PLUGIN, arch, library_ltoir),
+                    PARAMETERS_PLUGIN, gpu)  # with the values it declares: 1, 3, -1
+    # The same linked code, new values written: from now on, every launch of it reads them
+    set_at_run_time = Build("parameters set", arch, initial.cubin, library_ltoir, initial.plugin,
+                            set_values=values)
+    plugin = replace(PARAMETERS_PLUGIN, reference=polynomial_reference(values["coefficients"]))
+    check(set_at_run_time, plugin, gpu)
+    return [initial, set_at_run_time]
 
 
 # ==== Launch and verify =======================================================
@@ -247,16 +248,19 @@ def launcher(build: Build):  # launch(stream, d_in, d_out), for the build's kern
 
 
 def write_parameters(cubin: ObjectCode, values: dict, stream) -> None:
-    """Each NAME's values, as float32, into the linked code's variable NAME, on `stream`: every
-    later launch of that code reads them. cuda.core looks up kernels, not variables: the driver's
-    cuLibraryGetGlobal finds the variable in the loaded code (cubin.handle, a CUlibrary)."""
+    """Each NAME's values, as float32, into the linked code's float variable NAME, on `stream`: the
+    launches after it on that stream read them. cuda.core looks up kernels, not variables: the
+    driver's cuLibraryGetGlobal finds the variable (the current context's copy of it: each device
+    has its own) in the loaded code, cubin.handle (a CUlibrary)."""
     for name, numbers in values.items():
         data = np.asarray(numbers, np.float32)  # pageable: copied out before the call returns
-        error, address, _ = driver.cuLibraryGetGlobal(cubin.handle, name.encode())
-        if error == driver.CUresult.CUDA_SUCCESS:
-            error, = driver.cuMemcpyHtoDAsync(address, data.ctypes.data, data.nbytes, stream.handle)
+        error, address, size = driver.cuLibraryGetGlobal(cubin.handle, name.encode())
+        if error != driver.CUresult.CUDA_SUCCESS or size != data.nbytes:
+            raise SampleError(f"the linked code has no variable {name} of {data.size} floats "
+                              f"({error.name}, {size} bytes)")
+        error, = driver.cuMemcpyHtoDAsync(address, data.ctypes.data, data.nbytes, stream.handle)
         if error != driver.CUresult.CUDA_SUCCESS:
-            raise RuntimeError(f"writing {name} into the linked code: {error.name}")
+            raise SampleError(f"{name} could not be written into the linked code ({error.name})")
 
 
 def write_and_launch(build: Build, gpu) -> None:
@@ -282,7 +286,7 @@ def check(build: Build, plugin: Plugin, gpu, ptx_build: Build | None = None) -> 
 # ==== main: the whole run in a screenful ======================================
 def main(argv=None) -> int:
     """Link each plug-in into the library without and with LTO, launch, verify; the exit code."""
-    args = parse_args(argv, DEFAULT_PLUGIN, PLUGIN_CONTRACT)  # every input read and checked
+    args = parse_args(argv, DEFAULT_PLUGIN, PLUGIN_CONTRACT, PARAMETERS_PLUGIN)  # all checked
     gpu_session = nullcontext() if args.compile_only else open_gpu(args.device, args.elements)
     with run_record(args.json, args.emit, elements=args.elements) as record, gpu_session as gpu:
         arch = args.arch or f"sm_{gpu.device.arch}"
@@ -290,7 +294,7 @@ def main(argv=None) -> int:
         ptx_builds = ptx_linking(arch, args.plugins, gpu)                                # [1]
         lto_builds = lto_linking(arch, args.plugins, gpu, shipped_ltoir, ptx_builds)     # [2]
         swap_build = plugin_swap(arch, lto_builds[0].library, gpu)  # [3]: [2]'s library LTO-IR
-        new_values = args.parameters or NEW_COEFFICIENTS  # --set's, if no --plugin got them
+        new_values = args.step_4_values or NEW_COEFFICIENTS  # --set's, if no --plugin took them
         parameter_builds = set_parameters(arch, lto_builds[0].library, gpu, new_values)      # [4]
         record["builds"] += [*ptx_builds, *lto_builds, swap_build, *parameter_builds]
         failed = [build.label for build in record["builds"] if build.failed]

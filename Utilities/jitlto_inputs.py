@@ -19,7 +19,7 @@ from types import SimpleNamespace
 
 import numpy as np
 from cuda.bindings import nvjitlink, nvrtc
-from cuda.core import ObjectCode
+from cuda.core import ObjectCode, Program, ProgramOptions
 from cuda.pathfinder import find_nvidia_header_directory
 
 from jitlto_report import SampleError, UsageError, read_cubin
@@ -40,7 +40,7 @@ class Plugin:
     against: str = "NumPy reference"  # what the reference is, for the report
     function: object = None  # a Python plug-in's user_transform
     label: str = ""  # how the report names a user's plug-in: its file name
-    parameters: dict = field(default_factory=dict)  # --set's: {name: values}, written after linking
+    set_values: dict = field(default_factory=dict)  # --set's: {name: values}, written after linking
 
 
 def read_plugins(given: list[str], contract: str) -> list[Plugin]:
@@ -114,7 +114,8 @@ def values_given(text: str) -> tuple[str, list[float]]:
     return name, numbers
 
 
-def parse_args(argv, default_plugin: Plugin, contract: str, study: bool = False) -> Namespace:
+def parse_args(argv, default_plugin: Plugin, contract: str, step_4_plugin: Plugin = None,
+               study: bool = False) -> Namespace:
     """The command line, and every file it names read and checked; argparse's exit 2 if not."""
     parser = ArgumentParser(allow_abbrev=False,  # prog: the script's name, argparse's default
                             description="JIT linking and link-time optimization with cuda.core")
@@ -125,11 +126,11 @@ def parse_args(argv, default_plugin: Plugin, contract: str, study: bool = False)
         help="your plug-in, repeatable: a .cu or .py file that defines user_transform, or a folder")
     add("--json", type=path_given, metavar="PATH", help="the run's figures ('-': standard output)")
     add("--emit", type=path_given, metavar="DIR", help="each build's code, into a new or empty DIR")
-    add("--set", type=values_given, action="append", default=[], metavar="NAME=V1,V2,...",
-        help="a parameter's values, written into the linked code: your plug-ins' (repeatable), or "
-             "without --plugin step [4]'s coefficients (default 0.5,-2,0.25)")
-    parser.set_defaults(library=None, compile_only=False, arch=None)
+    parser.set_defaults(library=None, compile_only=False, arch=None, set=[])
     if not study:  # the study times kernels of libraries it builds: no --library, no GPU-less run
+        add("--set", type=values_given, action="append", default=[], metavar="NAME=V1,V2,...",
+            help="a float32 variable's values, written into the linked code: your plug-ins' "
+                 "(repeatable), or without --plugin step [4]'s coefficients (default 0.5,-2,0.25)")
         add("--library", type=path_given, metavar="FILE", help="the library's LTO-IR, for [2], [3]")
         add("--compile-only", action="store_true", help="build and report for --arch; no GPU")
         add("--arch", metavar="sm_XX", help="the architecture to build for, with --compile-only")
@@ -156,11 +157,12 @@ def parse_args(argv, default_plugin: Plugin, contract: str, study: bool = False)
         twice = sorted({name for name in names if names.count(name) > 1})
         if twice:
             raise UsageError(f"--set {', '.join(twice)}: given twice")
-        args.parameters = dict(args.set)  # your plug-ins take them; without --plugin, step [4]
-        if args.plugin:
-            for plugin in args.plugins:
-                plugin.parameters = args.parameters
-            args.parameters = {}
+        values = dict(args.set)  # for your plug-ins; without --plugin, for step [4]'s
+        for plugin in (args.plugins if args.plugin else [step_4_plugin]) if values else []:
+            check_values(values, plugin, args.arch or supported[-1])  # before anything is built
+        for plugin in args.plugins if args.plugin else []:
+            plugin.set_values = values
+        args.step_4_values = {} if args.plugin else values
         args.library_ltoir = args.library and read_library(args.library)
         check_outputs(args.json, args.emit, [*args.plugin, args.library])
     except UsageError as exc:
@@ -181,6 +183,34 @@ def check_outputs(json_path: str | None, emit: str | None, inputs: list) -> None
             raise UsageError(f"--emit {emit}: is not a new or empty folder")
     except OSError as exc:
         raise UsageError(f"--emit {emit}: cannot be read ({exc.strerror})") from None
+
+
+def check_values(values: dict, plugin: Plugin, arch: str) -> None:
+    """--set's values against the variables the plug-in declares, read off its code compiled alone
+    (relocatable machine code, which needs no driver); a Python plug-in declares none."""
+    declared = {}
+    if plugin.source is not None:
+        options = ProgramOptions(arch=arch, relocatable_device_code=True, minimal=True,
+                                 name=plugin.name, include_path=CUDA_HEADERS)
+        with failures_named(plugin.name):
+            code = Program(plugin.source, "c++", options).compile("cubin")
+        declared = read_cubin(bytes(code.code), "")[1]
+    for name, numbers in values.items():
+        check_parameter(name, numbers, Path(plugin.name).name, declared)
+
+
+def check_parameter(name: str, values: list, plugin: str, declared: dict) -> None:
+    """--set NAME=values against the parameters the plug-in's linked code declares: UsageError if
+    it declares no NAME, or NAME with another count."""
+    if name not in declared:
+        listed = ", ".join(f"{n}[{count}]" for n, count in declared.items()) or (
+            "none (only a variable at file scope, neither static nor const, can be set; a Python "
+            "plug-in's values are compiled in)")
+        raise UsageError(f"--set {name}: {plugin} declares no parameter {name}; it declares "
+                         f"{listed}")
+    if declared[name] != len(values):
+        raise UsageError(f"--set {name}: {len(values)} value(s) given; {plugin} declares "
+                         f"{name}[{declared[name]}]")
 
 
 # ==== --library: the library's LTO-IR, shipped as a file ======================

@@ -41,9 +41,9 @@ def read_cubin(cubin: bytes, kernel: str) -> tuple[list[str], dict, int, int | N
     elf = ELFFile(io.BytesIO(cubin))
     symbols = list(elf.get_section_by_name(".symtab").iter_symbols())
     functions = [symbol.name for symbol in symbols if symbol["st_info"]["type"] == "STT_FUNC"]
-    variables = {symbol.name: symbol["st_size"] // 4 for symbol in symbols  # defined here, global
-                 if symbol["st_info"] == {"bind": "STB_GLOBAL", "type": "STT_OBJECT"}
-                 and symbol["st_shndx"] != "SHN_UNDEF"}
+    variables = {symbol.name: symbol["st_size"] // 4 for symbol in symbols  # global, defined here
+                 if symbol["st_info"]["bind"] == "STB_GLOBAL" and symbol["st_shndx"] != "SHN_UNDEF"
+                 and symbol["st_info"]["type"] in ("STT_OBJECT", "STT_LOPROC")}  # LOPROC: in -rdc
     # A call to another module's function stays a relocation in the caller's code
     relocations = elf.get_section_by_name(f".rela.text.{kernel}")
     calls = sum(symbols[r["r_info_sym"]].name == "user_transform"
@@ -62,20 +62,6 @@ def read_cubin(cubin: bytes, kernel: str) -> tuple[list[str], dict, int, int | N
     return functions, variables, calls, registers
 
 
-def check_parameter(name: str, values: list, plugin: str, declared: dict) -> None:
-    """--set NAME=values against the parameters the plug-in's linked code declares: UsageError if
-    it declares no NAME, or NAME with another count."""
-    if name not in declared:
-        listed = ", ".join(f"{n}[{count}]" for n, count in declared.items()) or (
-            "none (only a variable at file scope, neither static nor const, can be set; a Python "
-            "plug-in's values are compiled in)")
-        raise UsageError(f"--set {name}: {plugin} declares no parameter {name}; it declares "
-                         f"{listed}")
-    if declared[name] != len(values):
-        raise UsageError(f"--set {name}: {len(values)} value(s) given; {plugin} declares "
-                         f"{name}[{declared[name]}]")
-
-
 @dataclass(eq=False)  # a build is itself: two are never equal
 class Build:
     """One build: what it linked and how, what its code holds, how its kernel ran. It is the report
@@ -90,10 +76,10 @@ class Build:
     compile_ms: float | None = None  # the plug-in's compile
     link_ms: float | None = None
     through_pointer: bool = False  # its library calls user_transform through a pointer (study)
-    set_values: dict = field(default_factory=dict)  # --set's: written into its code after linking
+    set_values: dict = field(default_factory=dict)  # written into its code after linking
     set_ms: float | None = None  # their write, a launch and the kernel's end
     # Read off the cubin as the build is made
-    parameters: dict = field(init=False)  # its variables a host can write: {name: float32 count}
+    variables: dict = field(init=False)  # its variables a host can write: {name: float32 count}
     cubin_bytes: int = field(init=False)
     registers: int | None = field(init=False)  # per thread, of the kernel
     calls: int = field(init=False)  # the kernel's direct calls of user_transform
@@ -103,9 +89,7 @@ class Build:
 
     def __post_init__(self):
         code = bytes(self.cubin.code)
-        functions, self.parameters, self.calls, self.registers = read_cubin(code, self.kernel)
-        for name, values in self.set_values.items():  # --set's: each a parameter of the plug-in
-            check_parameter(name, values, Path(self.plugin.name).name, self.parameters)
+        functions, self.variables, self.calls, self.registers = read_cubin(code, self.kernel)
         self.cubin_bytes = len(code)
         if self.through_pointer:
             self.user_transform = "called through the library's pointer (an indirect call)"

@@ -145,8 +145,8 @@ def test_headers_next_to_the_plugin_are_found_however_large_not_the_current_fold
 
 def test_a_parameter_is_found_in_the_lto_linked_cubin_and_lto_leaves_it_to_be_read_at_run_time(default_lto):
     build = sample.relink("parameters", sample.PARAMETERS_PLUGIN, ARCH, default_lto.library)
-    assert build.parameters == {"coefficients": 3} and build.user_transform == "inlined (0 calls left)"
-    assert default_lto.parameters == {}
+    assert build.variables == {"coefficients": 3} and build.user_transform == "inlined (0 calls left)"
+    assert default_lto.variables == {}
     options = LinkerOptions(arch=ARCH, link_time_optimization=True, ptx=True)
     ptx = Linker(build.library, build.plugin, options=options).link("ptx").code.decode()
     assert ".const .align 4 .b8 coefficients[12]" in ptx

@@ -40,7 +40,7 @@ def test_the_default_run_prints_the_original_lines_and_records_and_emits_every_s
     assert all(build["verification"]["bad"] == 0 and build["verification"]["checked"] == 65536
                for build in run["builds"])
     ptx, lto, _, compiled_in, set_at_run_time = run["builds"]
-    assert compiled_in["parameters"] == {"coefficients": 3} and compiled_in["set_values"] == {}
+    assert compiled_in["variables"] == {"coefficients": 3} and compiled_in["set_values"] == {}
     assert set_at_run_time["set_values"] == {"coefficients": [0.5, -2.0, 0.25]}
     assert "  [parameters set] result verified against NumPy reference" in lines
     assert ptx["user_transform"] == "still a call (5 call sites)"
@@ -150,9 +150,21 @@ def test_new_values_reach_the_kernel_and_verify_without_a_compile_or_a_link(gpu,
     assert len(built) == 2, "a relink is a compile and a link, which the count sees"
 
 
+def test_the_same_cubin_loaded_twice_holds_two_sets_of_values(gpu):
+    arch = f"sm_{gpu.device.arch}"
+    library_ltoir = sample.compile_ltoir(sample.LIBRARY_SOURCE, arch)
+    first = sample.relink("parameters", sample.PARAMETERS_PLUGIN, arch, library_ltoir)
+    second = replace(first, cubin=sample.ObjectCode.from_cubin(bytes(first.cubin.code)))  # loaded again
+    for build, values in ((first, [0.5, -2.0, 0.25]), (second, [2.0, 0.0, 1.0])):
+        sample.write_parameters(build.cubin, {"coefficients": values}, gpu.stream)
+    for build, values in ((first, [0.5, -2.0, 0.25]), (second, [2.0, 0.0, 1.0])):
+        assert jitlto_gpu.verify(gpu, sample.launcher(build), sample.polynomial_reference(values))["bad"] == 0
+
+
 def test_set_gives_a_cuda_plugin_its_values_in_both_links(tmp_path):
-    (tmp_path / "gain.cu").write_text('__constant__ float gain[1] = {1.0f};\n'
-                                      'extern "C" __device__ float user_transform(float x) { return gain[0] * x; }\n')
+    (tmp_path / "gain.cu").write_text(  # a NaN no arithmetic makes, the check's "never written", unless set
+        '__constant__ float gain[1] = {1.0f};\nextern "C" __device__ float user_transform(float x)\n'
+        '{ return gain[0] == 2.5f ? gain[0] * x : __int_as_float(0x7FC0DEAD); }\n')
     path = tmp_path / "run.json"
     result = run_sample("--plugin", str(tmp_path / "gain.cu"), "--set", "gain=2.5", "--json", str(path))
     assert result.returncode == 0, result.stdout + result.stderr
@@ -197,8 +209,8 @@ def test_the_study_builds_every_way_verifies_every_build_and_emits_each(tmp_path
     assert len(builds) == len(run["builds"]) == 22 + 4, sorted(builds)
     for values in ("1.0,3.0,-1.0", "0.5,-2.0,0.25"):
         compiled_in, set_at_run_time = builds[f"quadrature compiled in {values}"], builds[f"quadrature set {values}"]
-        assert compiled_in["compile_ms"] > 0 and compiled_in["link_ms"] > 0 and compiled_in["parameters"] == {}
-        assert set_at_run_time["link_ms"] is None and set_at_run_time["parameters"] == {"coefficients": 3}
+        assert compiled_in["compile_ms"] > 0 and compiled_in["link_ms"] > 0 and compiled_in["variables"] == {}
+        assert set_at_run_time["link_ms"] is None and set_at_run_time["variables"] == {"coefficients": 3}
         assert "against NumPy's float64 quadrature" in set_at_run_time["verification"]["against"]
     assert all(build["verification"]["bad"] == 0 for build in run["builds"])
     for kernel in ("map", "quadrature"):

@@ -31,6 +31,7 @@ LESSON, STUDY = "jitLtoLinking.py", "jitLtoBenchmark.py"
       for given in ("coefficients", "coefficients=", "coefficients=1,,2", "coefficients=1,x", "2x=1",
                     "gain=inf", "gain=nan", "gain=1e39")],
     (STUDY, ["--compile-only"], "unrecognized arguments: --compile-only"),
+    (STUDY, ["--set", "coefficients=1,2,3"], "unrecognized arguments: --set"),
     (STUDY, ["--plugin", ""], "argument --plugin: an empty path"),
     (STUDY, ["--elements", "-3"], "--elements must be at least 1"),
 ])
@@ -76,7 +77,9 @@ def test_a_parameter_the_plugin_does_not_declare_is_a_usage_error_naming_what_it
                                       + GAIN)
     plugins = ["--plugin", str(tmp_path / plugin if plugin == "gain.cu" else EXAMPLES / plugin)] if plugin else []
     sets = [part for value in given for part in ("--set", value)]
-    assert_clean_failure(compile_only(*plugins, *sets), 2, *phrases)
+    result = compile_only(*plugins, *sets)
+    assert_clean_failure(result, 2, *phrases)
+    assert "[1]" not in result.stdout, "refused before anything is built"
 
 
 @pytest.mark.parametrize("what", ["NUL byte", "no plug-in", "missing", "device", "unreadable file",
