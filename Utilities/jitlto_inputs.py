@@ -158,8 +158,10 @@ def parse_args(argv, default_plugin: Plugin, contract: str, step_4_plugin: Plugi
         if twice:
             raise UsageError(f"--set {', '.join(twice)}: given twice")
         values = dict(args.set)  # for your plug-ins; without --plugin, for step [4]'s
-        for plugin in (args.plugins if args.plugin else [step_4_plugin]) if values else []:
-            check_values(values, plugin, args.arch or supported[-1])  # before anything is built
+        for plugin in args.plugins if values and args.plugin else []:  # before anything is built
+            check_values(values, plugin, args.arch or supported[-1], Path(plugin.name).name)
+        if values and not args.plugin:
+            check_values(values, step_4_plugin, args.arch or supported[-1], "step [4]'s plug-in")
         for plugin in args.plugins if args.plugin else []:
             plugin.set_values = values
         args.step_4_values = {} if args.plugin else values
@@ -185,9 +187,10 @@ def check_outputs(json_path: str | None, emit: str | None, inputs: list) -> None
         raise UsageError(f"--emit {emit}: cannot be read ({exc.strerror})") from None
 
 
-def check_values(values: dict, plugin: Plugin, arch: str) -> None:
+def check_values(values: dict, plugin: Plugin, arch: str, whose: str) -> None:
     """--set's values against the variables the plug-in declares, read off its code compiled alone
-    (relocatable machine code, which needs no driver); a Python plug-in declares none."""
+    (relocatable machine code, which needs no driver): UsageError for a name it does not declare,
+    or one with another count of values. A Python plug-in declares none."""
     declared = {}
     if plugin.source is not None:
         options = ProgramOptions(arch=arch, relocatable_device_code=True, minimal=True,
@@ -195,22 +198,19 @@ def check_values(values: dict, plugin: Plugin, arch: str) -> None:
         with failures_named(plugin.name):
             code = Program(plugin.source, "c++", options).compile("cubin")
         declared = read_cubin(bytes(code.code), "")[1]
+    listed = ", ".join(f"{n} ({floats(count)})" for n, count in declared.items()) or "none"
     for name, numbers in values.items():
-        check_parameter(name, numbers, Path(plugin.name).name, declared)
+        if name not in declared:
+            raise UsageError(f"--set {name}: {whose} declares {listed}; --set writes a float "
+                             "variable at file scope, neither static nor const (a Python plug-in's "
+                             "values are compiled in)")
+        if declared[name] != len(numbers):
+            raise UsageError(f"--set {name}: {floats(len(numbers))} given; {whose} declares "
+                             f"{listed}")
 
 
-def check_parameter(name: str, values: list, plugin: str, declared: dict) -> None:
-    """--set NAME=values against the parameters the plug-in's linked code declares: UsageError if
-    it declares no NAME, or NAME with another count."""
-    if name not in declared:
-        listed = ", ".join(f"{n}[{count}]" for n, count in declared.items()) or (
-            "none (only a variable at file scope, neither static nor const, can be set; a Python "
-            "plug-in's values are compiled in)")
-        raise UsageError(f"--set {name}: {plugin} declares no parameter {name}; it declares "
-                         f"{listed}")
-    if declared[name] != len(values):
-        raise UsageError(f"--set {name}: {len(values)} value(s) given; {plugin} declares "
-                         f"{name}[{declared[name]}]")
+def floats(count: int) -> str:
+    return f"{count} float{'s' if count != 1 else ''}"
 
 
 # ==== --library: the library's LTO-IR, shipped as a file ======================

@@ -61,20 +61,21 @@ GAIN = 'extern "C" __device__ float user_transform(float x) { return gain[0] * x
 
 
 @pytest.mark.parametrize(("plugin", "given", "phrases"), [
-    (None, ["coeffs=2"], ["--set coeffs: parameters_plugin.cu declares no parameter coeffs; it declares "
-                          "coefficients[3]"]),
-    (None, ["coefficients=1,2"], ["--set coefficients: 2 value(s) given; parameters_plugin.cu declares "
-                                  "coefficients[3]"]),
-    ("gain.cu", ["coefficients=1,2,3"], ["--set coefficients: gain.cu declares no parameter coefficients; "
-                                         "it declares gain[1], offsets[2]"]),
-    ("default.cu", ["gain=2"], ["--set gain: default.cu declares no parameter gain; it declares none (only a "
-                                "variable at file scope, neither static nor const, can be set"]),
+    (None, ["coeffs=2"], ["--set coeffs: step [4]'s plug-in declares coefficients (3 floats); --set writes "
+                          "a float variable at file scope, neither static nor const"]),
+    (None, ["coefficients=1,2"], ["--set coefficients: 2 floats given; step [4]'s plug-in declares "
+                                  "coefficients (3 floats)"]),
+    ("gain.cu", ["coefficients=1,2,3"], ["--set coefficients: gain.cu declares gain (1 float), offsets (2 "
+                                         "floats); --set writes"]),
+    ("gain.cu", ["hidden=1"], ["--set hidden: gain.cu declares gain (1 float), offsets (2 floats); --set "
+                               "writes a float variable at file scope, neither static nor const"]),
+    ("default.cu", ["gain=2"], ["--set gain: default.cu declares none; --set writes a float variable"]),
     (None, ["gain=1", "gain=2"], ["--set gain: given twice"]),
 ])
 def test_a_parameter_the_plugin_does_not_declare_is_a_usage_error_naming_what_it_does(tmp_path, plugin, given,
                                                                                       phrases):
     (tmp_path / "gain.cu").write_text("__constant__ float gain[1] = {1.0f};\n__device__ float offsets[2];\n"
-                                      + GAIN)
+                                      "static __constant__ float hidden = 1.0f;\n" + GAIN)
     plugins = ["--plugin", str(tmp_path / plugin if plugin == "gain.cu" else EXAMPLES / plugin)] if plugin else []
     sets = [part for value in given for part in ("--set", value)]
     result = compile_only(*plugins, *sets)
