@@ -157,14 +157,18 @@ def parse_args(argv, default_plugin: Plugin, contract: str, step_4_plugin: Plugi
         twice = sorted({name for name in names if names.count(name) > 1})
         if twice:
             raise UsageError(f"--set {', '.join(twice)}: given twice")
-        values = dict(args.set)  # for your plug-ins; without --plugin, for step [4]'s
-        for plugin in args.plugins if values and args.plugin else []:  # before anything is built
-            check_values(values, plugin, args.arch or supported[-1], Path(plugin.name).name)
-        if values and not args.plugin:
-            check_values(values, step_4_plugin, args.arch or supported[-1], "step [4]'s plug-in")
-        for plugin in args.plugins if args.plugin else []:
-            plugin.set_values = values
-        args.step_4_values = {} if args.plugin else values
+        values = dict(args.set)  # checked here, before anything is built
+        arch = args.arch or supported[-1]  # any: a plug-in's variables are the same for each
+        if args.plugin:  # --set's values go to your plug-ins
+            for plugin in args.plugins:
+                if values:
+                    check_values(values, plugin, arch, Path(plugin.name).name)
+                plugin.set_values = values
+            args.step_4_values = {}
+        else:  # without --plugin, to step [4]'s
+            if values:
+                check_values(values, step_4_plugin, arch, "step [4]'s plug-in")
+            args.step_4_values = values
         args.library_ltoir = args.library and read_library(args.library)
         check_outputs(args.json, args.emit, [*args.plugin, args.library])
     except UsageError as exc:
