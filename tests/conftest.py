@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Copyright (c) 2026, the jitLtoLinking authors
 """Tests marked gpu (or numba) are skipped, with the reason, where there is no usable GPU (or
-numba-cuda); the builds several tests read are made once."""
+numba-cuda); builds several tests read are made once."""
 
 import pytest
 from cuda.core import Device
@@ -11,15 +11,15 @@ from helpers import ARCH, lto_build, run_sample, sample
 def gpu_problem() -> str | None:  # why GPU tests cannot run here
     try:
         return None if Device.get_all_devices() else "the CUDA driver sees no GPU"
-    except Exception as exc:
-        return f"no usable CUDA driver or GPU ({str(exc).strip()})"
+    except Exception as error:
+        return f"no usable CUDA driver or GPU ({str(error).strip()})"
 
 
 def numba_problem() -> str | None:  # why Python plug-ins cannot be built here
     try:
-        import numba.cuda
-    except Exception as exc:
-        return f"needs numba-cuda ({type(exc).__name__}: {exc})"
+        import numba.cuda  # noqa: F401
+    except Exception as error:
+        return f"needs numba-cuda ({type(error).__name__}: {error})"
     return None
 
 

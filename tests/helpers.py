@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Copyright (c) 2026, the jitLtoLinking authors
-"""What the tests share: the sample imported in-process (the import puts its Utilities folder first
-on sys.path: `import jitlto_report` finds the sample's own), the scripts run as a user runs them (as
-root too, without its privileges), and builds for sm_90, which need no GPU."""
+"""What the tests share: the scripts imported in-process (the lesson's import puts its Utilities
+folder first on sys.path), the scripts run as a user runs them (as root too, without its
+privileges), and builds for sm_90, which need no GPU."""
 
 import importlib
 import os
@@ -10,6 +10,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -19,16 +20,16 @@ PLUGINS = Path(__file__).resolve().parent / "plugins"  # plug-ins that fail, on 
 EXAMPLES = ROOT / "plugins"
 ARCH = "sm_90"  # NVRTC and nvJitLink build LTO-IR for it without a GPU or a driver
 sys.path.insert(0, str(ROOT))
-sample = importlib.import_module("jitLtoLinking")  # first: it puts its Utilities folder on sys.path
-from jitlto_inputs import compile_plugin, read_plugins  # noqa: E402
-from jitlto_report import Build  # noqa: E402
+sample = importlib.import_module("jitLtoLinking")  # first: it puts Utilities on sys.path
+study = importlib.import_module("jitLtoBenchmark")
 
 
-def run_sample(*args, script="jitLtoLinking.py", python=(), env=None, cwd=ROOT, prefix=(), timeout=600,
-               **options):
-    """A script of the sample (a name in ROOT, or a path) run as a user runs it; output as text."""
-    return subprocess.run([*prefix, sys.executable, *python, str(ROOT / script), *args], capture_output=True,
-                          text=True, env={**os.environ, **(env or {})}, timeout=timeout, cwd=cwd, **options)
+def run_sample(*args, script="jitLtoLinking.py", python=(), env=None, cwd=ROOT, prefix=(),
+               timeout=600, **options):
+    """A script of the sample (a name in ROOT, or a path) run as a user runs it; text output."""
+    command = [*prefix, sys.executable, *python, str(ROOT / script), *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd=cwd,
+                          env={**os.environ, **(env or {})}, **options)
 
 
 def compile_only(*args, **options):
@@ -52,31 +53,37 @@ def assert_clean_failure(result, code: int, *phrases: str) -> None:
         assert phrase in output, f"{phrase!r} not in:\n{output}"
 
 
-def signalled_at(moment: str, *args: str, signum=signal.SIGINT, timeout=600):
-    """Run the lesson, send `signum` once a line starts with `moment`; its exit code, standard error."""
-    process = subprocess.Popen([sys.executable, str(ROOT / "jitLtoLinking.py"), *args],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    for line in process.stdout:  # the run says where it is, line by line
-        if line.startswith(moment):
-            break
-    process.send_signal(signum)
+def report_lines(result, label: str) -> list[str]:
+    """The lines a run printed for the build `label` ("lto", "lto mine.cu", ...)."""
+    return [line for line in result.stdout.splitlines() if line.startswith(f"  [{label}] ")]
+
+
+def interrupted(*args: str, moment: str | None = None, after_s: float = 0.0,
+                script="jitLtoLinking.py", timeout=600):
+    """Run a script, send Ctrl-C once a line starts with `moment` (or after `after_s`): its exit
+    code and standard error."""
+    process = subprocess.Popen([sys.executable, str(ROOT / script), *args], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    if moment:
+        for line in process.stdout:  # the run says where it is, line by line
+            if line.startswith(moment):
+                break
+    time.sleep(after_s)
+    process.send_signal(signal.SIGINT)
     _, err = process.communicate(timeout=timeout)
     return process.returncode, err
 
 
 def cuda_plugin(path: Path):
     """A CUDA C++ plug-in file, as --plugin reads it."""
-    return read_plugins([str(path)], sample.PLUGIN_CONTRACT)[0]
+    return sample.read_plugins([str(path)], sample.PLUGIN_CONTRACT)[0]
 
 
-def lto_build(plugin, arch: str = ARCH) -> Build:
-    """The lesson's step [2] for `plugin` alone, without a GPU: its build."""
-    return sample.lto_linking(arch, [plugin], None, None, [])[0]
-
-
-def linked(library_source: str, plugin, kernel="apply_transform", arch=ARCH, **build) -> Build:
-    """Another library source (the study's) and the plug-in, built by the lesson's LTO steps."""
-    library = sample.compile_ltoir(library_source, arch)
-    plugin_code = compile_plugin(plugin, arch, sample.compile_ltoir, "ltoir")
-    cubin = sample.link_lto(arch, library, plugin_code)
-    return Build("lto", arch, cubin, library, plugin_code, kernel, **build)
+def lto_build(plugin, arch: str = ARCH, library_source=None, kernel="apply_transform"):
+    """The plug-in linked with LTO into the lesson's library by its step [2] (link_plugin), or into
+    another library source (the study's) by the lesson's LTO steps: no GPU needed."""
+    library = sample.compile_ltoir(library_source or sample.LIBRARY_SOURCE, arch)
+    if library_source is None:
+        return sample.link_plugin("lto", plugin, arch, library, lto=True)
+    code = sample.compile_ltoir(plugin.source, arch, plugin.name, sample.CUDA_HEADERS)
+    return sample.Build("lto", arch, sample.link_lto(arch, library, code), library, code, kernel)
