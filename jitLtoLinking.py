@@ -28,12 +28,11 @@ try:
     from cuda.bindings import driver
     from cuda.core import (LaunchConfig, Linker, LinkerOptions,
                            ObjectCode, Program, ProgramOptions, launch)
-    from jitlto_cli import (SampleError, check_compilers, parse_args,
-                            run_command)
+    from jitlto_cli import (SampleError, check_compilers, check_library,
+                            parse_args, run_command)
     from jitlto_gpu import open_gpu, verify
-    from jitlto_plugins import (CUDA_HEADERS, Plugin, check_library,
-                                compile_python, failures_named,
-                                read_plugins)
+    from jitlto_plugins import (CUDA_HEADERS, Plugin, compile_python,
+                                failures_named, read_plugins)
     from jitlto_report import (Build, elapsed_ms, emit_builds,
                                print_report, values_for)
 except ImportError as missing:  # what is missing, and how to get it
@@ -230,18 +229,22 @@ def set_parameters(arch: str, library_ltoir, values: dict, gpu,
             builds, plugins, ptx_builds, given):
         if not mine:  # it declares none of the names
             continue
+        written = "not written (no GPU)"
         if gpu:
             start = time.perf_counter()
             write_parameters(build.cubin, mine, gpu.stream)
             if ptx_build:  # the same values: each checks the other
                 write_parameters(ptx_build.cubin, mine, gpu.stream)
             gpu.stream.sync()
-            print(f"  [{build.label}] {mine}: written in "
-                  f"{elapsed_ms(start):.2f} ms, not linked again")
+            written = (f"written into the linked code in "
+                       f"{elapsed_ms(start):.2f} ms: no compile, no link")
+        note = "; ".join(f"{name} = {', '.join(map(str, numbers))}"
+                         for name, numbers in mine.items())
         if plugin is PARAMETERS_PLUGIN:  # NumPy's, for the new values
             plugin = replace(plugin,
                              reference=polynomial(mine["coefficients"]))
-        checked.append(check(build, plugin, gpu, ptx_build))
+        checked.append(check(build, plugin, gpu, ptx_build,
+                             f"{note} {written}"))
     return checked
 
 
@@ -271,15 +274,16 @@ def write_parameters(cubin: ObjectCode, values: dict, stream) -> None:
                               f"be written into the linked code ({error})")
 
 
-def check(build: Build, plugin: Plugin, gpu, ptx_build=None) -> Build:
+def check(build: Build, plugin: Plugin, gpu, ptx_build=None,
+          note="") -> Build:
     """On a GPU, launch the build's kernel and check every element
     against the plug-in's reference, or else its ptx build's output;
-    then print the build's report."""
+    then print the build's report, with the note."""
     if gpu:
         build.verification = verify(
             gpu, launcher(build), plugin.reference,
             ptx_build and launcher(ptx_build), plugin.against)
-    print_report(build)
+    print_report(build, note)
     return build
 
 
