@@ -212,9 +212,9 @@ def time_and_check(library: Library, plugin, arch: str, gpu, copy_ms: float) -> 
     rows = every_build(library, plugin, arch)
     launches = [partial(launch_study, row.cubin.get_kernel(library.kernel))
                 for row in rows]
-    for row, launch in zip(rows, launches):
+    for row, launch in zip(rows, launches, strict=True):
         row.kernel_ms = kernel_ms(launch, gpu)
-    for row, launch in zip(rows, launches):
+    for row, launch in zip(rows, launches, strict=True):
         ptx = None if row is rows[0] else launches[0]  # as the lesson's [1] and [2]
         row.verification = library.check(gpu, launch, plugin.reference, ptx,
                                          plugin.against)
@@ -282,8 +282,9 @@ def main(argv=None) -> int:
             emit_builds(args.emit, rows)
         builds = [{key: value for key, value in vars(row).items()
                    if not isinstance(value, ObjectCode)} for row in rows]
-        if out:  # the verification records, as their fields
-            json.dump({**record, **figures, "builds": builds}, out, indent=2, default=vars)
+        if out:  # default=vars: a Verification as its fields
+            json.dump({**record, **figures, "builds": builds}, out, indent=2,
+                      default=vars)
     failed = [row.label for row in rows if row.failed]
     if failed or figures["cupy_check"].bad:
         raise SampleError(f"verification FAILED for "

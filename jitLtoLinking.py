@@ -4,13 +4,14 @@
 """JIT linking and link-time optimization (LTO) with cuda.core.
 
 A GPU library compiles its kernel once; a user hands it a device
-function, user_transform, as a plug-in; the two are linked at run time
-with Program (NVRTC) and Linker (nvJitLink). [1] Each compiled to PTX
-and linked: the kernel calls the plug-in. [2] Each compiled to LTO-IR
-and linked with LTO, which inlines it. [3] [2]'s library linked again,
-with another plug-in. [4] A plug-in's parameters given new values in
-its linked code: no compile, no link. Each result is launched and
-checked against NumPy. When LTO pays: the study, jitLtoBenchmark.py.
+function, user_transform, as a plug-in; cuda.core's Program (NVRTC)
+and Linker (nvJitLink) link the two at run time:
+[1] each compiled to PTX: the kernel calls the plug-in;
+[2] each compiled to LTO-IR and linked with LTO, which inlines it;
+[3] [2]'s library LTO-IR linked again, with another plug-in;
+[4] a plug-in's parameters given new values: no compile, no link.
+Each result is launched and checked against NumPy. When LTO pays:
+the study beside this file, jitLtoBenchmark.py.
 """
 
 import os
@@ -46,10 +47,10 @@ except KeyboardInterrupt:  # Ctrl-C while they load, as in a run
           file=sys.stderr)
     sys.exit(130)
 
-# ==== The library: a kernel that calls a function it does not define ====
-# The contract: user_transform declared, not defined; extern "C" keeps
-# its name plain. Put in front of each plug-in too, it makes another
-# signature a compile error (the linker matches extern "C" names only).
+# ==== The library: its kernel calls a function it does not define ====
+# The contract: user_transform declared; extern "C" keeps its name
+# plain. In front of each plug-in too, it makes another signature a
+# compile error (the linker matches extern "C" names, not types).
 PLUGIN_CONTRACT = 'extern "C" __device__ float user_transform(float x);\n'
 
 LIBRARY_SOURCE = PLUGIN_CONTRACT + r"""
@@ -57,8 +58,8 @@ extern "C" __global__ void apply_transform(const float* __restrict__ in,
                                            float* __restrict__ out,
                                            size_t n)
 {
-    // 64-bit indices: blockIdx.x * blockDim.x in 32 bits wraps past
-    // 2^32, and the elements beyond would stay unwritten.
+    // 64-bit indices: blockIdx.x * blockDim.x in 32 bits wraps
+    // past 2^32, and the elements beyond stay unwritten.
     const size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
          i < n; i += stride) {
@@ -67,7 +68,7 @@ extern "C" __global__ void apply_transform(const float* __restrict__ in,
 }
 """
 
-# ==== The plug-ins: a user's device function ============================
+# ==== The plug-ins: a user's device function =========================
 DEFAULT_PLUGIN_SOURCE = PLUGIN_CONTRACT + r"""
 extern "C" __device__ float user_transform(float x)
 {
@@ -77,7 +78,10 @@ extern "C" __device__ float user_transform(float x)
 """
 
 SWAP_PLUGIN_SOURCE = PLUGIN_CONTRACT + r"""
-extern "C" __device__ float user_transform(float x) { return tanhf(x) + 0.5f * x; }
+extern "C" __device__ float user_transform(float x)
+{
+    return tanhf(x) + 0.5f * x;
+}
 """
 
 # Step [4]'s: coefficients in its own __constant__ memory, which the
@@ -87,8 +91,8 @@ __constant__ float coefficients[3] = {1.0f, 3.0f, -1.0f};
 
 extern "C" __device__ float user_transform(float x)
 {
-    const float y = (coefficients[0] * x + coefficients[1]) * x
-                    + coefficients[2];
+    const float c0 = coefficients[0], c1 = coefficients[1];
+    const float y = (c0 * x + c1) * x + coefficients[2];
     return y > 0.0f ? y : 0.0f;
 }
 """
@@ -107,17 +111,17 @@ SWAP_PLUGIN = Plugin("swap_plugin.cu", SWAP_PLUGIN_SOURCE,
                      lambda x: np.tanh(x) + np.float32(0.5) * x)
 PARAMETERS_PLUGIN = Plugin("parameters_plugin.cu",
                            PARAMETERS_PLUGIN_SOURCE)
-NEW_VALUES = {"coefficients": np.float32([0.5, -2, 0.25])}  # step [4]'s
+NEW_VALUES = {"coefficients": np.float32([0.5, -2, 0.25])}
 
 
-# ==== Compile, then link: cuda.core, the options written out ============
-# name: NVRTC's for the source (a file's path finds its #includes);
-# include_path: where CUDA's headers are.
+# ==== Compile, then link: cuda.core, every option written out ========
+# name: NVRTC's for the source (a file's path: its #includes are
+# found beside it); include_path: where CUDA's headers are.
 def compile_ptx(source: str, arch: str, name="library.cu",
                 include_path=None) -> ObjectCode:
     """[1] One module compiled on its own to relocatable PTX."""
     # -rdc: the library may call what only the plug-in defines; the
-    # linker fills in its address. -minimal: no textures; half the time.
+    # linker fills in its address. -minimal: no textures, half the time.
     options = ProgramOptions(arch=arch, relocatable_device_code=True,
                              minimal=True, name=name,
                              include_path=include_path)
@@ -146,17 +150,17 @@ def link_lto(arch: str, library_ltoir, plugin_ltoir) -> ObjectCode:
     """[2] to [4] The LTO-IR modules optimized as one program, with
     user_transform inlined into the kernel, then made machine code."""
     options = LinkerOptions(arch=arch, link_time_optimization=True)
-    return Linker(library_ltoir, plugin_ltoir,
-                  options=options).link("cubin")
+    linker = Linker(library_ltoir, plugin_ltoir, options=options)
+    return linker.link("cubin")
 
 
 def link_plugin(how: str, plugin: Plugin, arch: str, library,
                 lto: bool) -> Build:
-    """The plug-in compiled (NVRTC, or numba-cuda for Python) to PTX or
-    LTO-IR, timed, and linked with the library's code of that kind."""
+    """The plug-in compiled (NVRTC; numba-cuda for Python) to PTX or
+    LTO-IR, then linked with the library's code of that kind: timed."""
     start = time.perf_counter()
     with failures_named(plugin.label or plugin.name):
-        if plugin.source is None:  # Python: numba-cuda makes the same
+        if plugin.source is None:  # Python: numba-cuda, same output
             code = compile_python(plugin, arch, "ltoir" if lto else "ptx")
         elif lto:
             code = compile_ltoir(plugin.source, arch, plugin.name,
@@ -166,13 +170,15 @@ def link_plugin(how: str, plugin: Plugin, arch: str, library,
                                CUDA_HEADERS)
         compile_ms = elapsed_ms(start)
         start = time.perf_counter()
-        cubin = (link_lto(arch, library, code) if lto
-                 else link_ptx(arch, library, code))
+        if lto:
+            cubin = link_lto(arch, library, code)
+        else:
+            cubin = link_ptx(arch, library, code)
     return Build(f"{how} {plugin.label}".strip(), arch, cubin, library,
                  code, compile_ms=compile_ms, link_ms=elapsed_ms(start))
 
 
-# ==== The steps: each plug-in linked, launched and checked ==============
+# ==== The steps: each plug-in linked, launched and checked ===========
 def ptx_linking(arch: str, plugins, gpu) -> list[Build]:
     """[1] The library and each plug-in compiled to PTX, then linked."""
     print("\n[1] PTX linking (no LTO)")
@@ -193,8 +199,8 @@ def ptx_linking(arch: str, plugins, gpu) -> list[Build]:
 
 def lto_linking(arch: str, library_ltoir, plugins, gpu,
                 ptx_builds) -> list[Build]:
-    """[2] Each plug-in compiled to LTO-IR and linked with the
-    library's; checked against NumPy, or else its [1] build."""
+    """[2] Each plug-in compiled to LTO-IR, linked with the library's;
+    checked against NumPy, or else its build from [1]."""
     print("\n[2] LTO linking (link-time optimization)")
     builds = []
     for plugin, ptx_build in zip_longest(plugins, ptx_builds):
@@ -207,28 +213,29 @@ def plugin_swap(arch: str, library_ltoir, gpu) -> Build:
     """[3] The library's LTO-IR from [2] linked with another plug-in:
     only the plug-in is compiled."""
     print("\n[3] Plug-in swap")
-    build = link_plugin("swap", SWAP_PLUGIN, arch, library_ltoir,
-                        lto=True)
+    build = link_plugin("swap", SWAP_PLUGIN, arch, library_ltoir, True)
     return check(build, SWAP_PLUGIN, gpu)
 
 
 def set_parameters(arch: str, library_ltoir, values: dict, gpu,
                    plugins: list, ptx_builds: list) -> list[Build]:
-    """[4] Its own plug-in (or, given --set's values, yours) linked once,
-    as in [3]; then new values for the variables each declares written
-    into its code and its [1] build's, launched, checked: no compile."""
+    """[4] Its own plug-in (or, with --set's values, yours) linked once;
+    new values for the variables each declares written into its code
+    and into its [1] build's; launched and checked: no compile, no link."""
     print("\n[4] Parameters set at run time")
     if not values or plugins[0] is DEFAULT_PLUGIN:  # its own plug-in
         values = values or NEW_VALUES
         plugins, ptx_builds = [PARAMETERS_PLUGIN], []
-    builds = [link_plugin("parameters", plugin, arch, library_ltoir,
-                          lto=True) for plugin in plugins]
+    builds = [link_plugin("parameters", plugin, arch, library_ltoir, True)
+              for plugin in plugins]
     given = values_for(values, builds)  # checked before any is written
     checked = []
     for build, plugin, ptx_build, mine in zip_longest(
             builds, plugins, ptx_builds, given):
         if not mine:  # it declares none of the names
             continue
+        note = "; ".join(f"{name} = {', '.join(map(str, numbers))}"
+                         for name, numbers in mine.items())
         written = "not written (no GPU)"
         if gpu:
             start = time.perf_counter()
@@ -238,9 +245,7 @@ def set_parameters(arch: str, library_ltoir, values: dict, gpu,
             gpu.stream.sync()
             written = (f"written into the linked code in "
                        f"{elapsed_ms(start):.2f} ms: no compile, no link")
-        note = "; ".join(f"{name} = {', '.join(map(str, numbers))}"
-                         for name, numbers in mine.items())
-        if plugin is PARAMETERS_PLUGIN:  # NumPy's, for the new values
+        if plugin is PARAMETERS_PLUGIN:  # NumPy's, for its new values
             plugin = replace(plugin,
                              reference=polynomial(mine["coefficients"]))
         checked.append(check(build, plugin, gpu, ptx_build,
@@ -248,7 +253,7 @@ def set_parameters(arch: str, library_ltoir, values: dict, gpu,
     return checked
 
 
-# ==== Launch and verify =================================================
+# ==== Launch and verify ==============================================
 def launch_transform(kernel, stream, d_in, d_out, grid=None) -> None:
     """A library kernel over d_in into d_out, on `stream`: a thread per
     element, or `grid` blocks (its grid-stride loop does the rest)."""
@@ -270,15 +275,15 @@ def write_parameters(cubin: ObjectCode, values: dict, stream) -> None:
             error, = driver.cuMemcpyHtoDAsync(
                 address, numbers.ctypes.data, size, stream.handle)
         if error or size != numbers.nbytes:
-            raise SampleError(f"{name} ({numbers.nbytes} bytes) could not "
-                              f"be written into the linked code ({error})")
+            raise SampleError(f"{name} ({numbers.nbytes} bytes) could "
+                              f"not be written ({error})")
 
 
 def check(build: Build, plugin: Plugin, gpu, ptx_build=None,
           note="") -> Build:
     """On a GPU, launch the build's kernel and check every element
     against the plug-in's reference, or else its ptx build's output;
-    then print the build's report, with the note."""
+    print the report, with the note."""
     if gpu:
         build.verification = verify(
             gpu, launcher(build), plugin.reference,
@@ -288,11 +293,11 @@ def check(build: Build, plugin: Plugin, gpu, ptx_build=None,
 
 
 def launcher(build: Build):  # launch(stream, d_in, d_out) of its kernel
-    return partial(launch_transform,
-                   build.cubin.get_kernel("apply_transform"))
+    kernel = build.cubin.get_kernel("apply_transform")
+    return partial(launch_transform, kernel)
 
 
-# ==== main: the whole run in a screenful ================================
+# ==== main: the whole run in a screenful =============================
 def main(argv=None) -> int:
     """The four steps, every build launched and checked; the exit code."""
     args = parse_args(argv, __doc__.splitlines()[0])
@@ -303,21 +308,20 @@ def main(argv=None) -> int:
         # The library's LTO-IR for [2] to [4]: shipped, or compiled here
         library_ltoir = (check_library(args.library, arch) if args.library
                          else compile_ltoir(LIBRARY_SOURCE, arch))
-        ptx_builds = ptx_linking(arch, plugins, gpu)                    # [1]
+        ptx_builds = ptx_linking(arch, plugins, gpu)                 # [1]
         lto_builds = lto_linking(arch, library_ltoir, plugins, gpu,
-                                 ptx_builds)                            # [2]
-        swap_build = plugin_swap(arch, library_ltoir, gpu)              # [3]
-        parameter_builds = set_parameters(arch, library_ltoir,
-                                          dict(args.set), gpu, plugins,
-                                          ptx_builds)                   # [4]
-    builds = [*ptx_builds, *lto_builds, swap_build, *parameter_builds]
+                                 ptx_builds)                         # [2]
+        swap_build = plugin_swap(arch, library_ltoir, gpu)           # [3]
+        set_builds = set_parameters(arch, library_ltoir, dict(args.set),
+                                    gpu, plugins, ptx_builds)        # [4]
+    builds = [*ptx_builds, *lto_builds, swap_build, *set_builds]
     failed = [build.label for build in builds if build.failed]
     if failed:
         raise SampleError(f"verification FAILED for {', '.join(failed)}")
     if args.emit:
         emit_builds(args.emit, builds)
-    print("\nBuilt and reported without launching. Done" if gpu is None else
-          "\nBoth PTX and LTO linked kernels produced matching results. Done")
+    print("\nBoth PTX and LTO linked kernels produced matching results. Done"
+          if gpu else "\nBuilt and reported without launching. Done")
     return 0
 
 

@@ -122,7 +122,7 @@ def values_for(values: dict, builds: list[Build]) -> list[dict]:
             raise UsageError(f"--set {name}: no plug-in of step [4] declares it "
                              f"({declared}); --set writes a float variable at file "
                              "scope, neither static nor const")
-    for build, mine in zip(builds, given):
+    for build, mine in zip(builds, given, strict=True):
         ptx = lto_ptx(build).code.decode() if mine else ""
         for name, numbers in mine.items():
             if build.variables[name] != numbers.nbytes:

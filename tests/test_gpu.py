@@ -94,8 +94,8 @@ def test_small_grids_cover_every_element_through_the_grid_stride_loop(gpu, arch,
 
 def test_the_check_finds_unwritten_elements_wrong_values_and_nans(gpu, arch):
     launch = sample.launcher(lto_build(sample.DEFAULT_PLUGIN, arch))
-    found = jitlto_gpu.verify(gpu, lambda stream, d_in, d_out: launch(stream, d_in[:-5], d_out[:-5]),
-                              sample.DEFAULT_PLUGIN.reference)  # the last 5 never written
+    short = lambda stream, d_in, d_out: launch(stream, d_in[:-5], d_out[:-5])  # noqa: E731
+    found = jitlto_gpu.verify(gpu, short, sample.DEFAULT_PLUGIN.reference)  # 5 never written
     assert (found.bad, found.unwritten, found.first_bad) == (5, 5, 300_001 - 5)
     want = sample.DEFAULT_PLUGIN.reference(gpu.x[:4096])
     got = want.copy()
@@ -113,10 +113,12 @@ def test_the_check_finds_unwritten_elements_wrong_values_and_nans(gpu, arch):
 
 
 def test_the_quadrature_check_holds_each_sum_to_its_bound_and_finds_an_unwritten_element(gpu, arch):
-    quadrature = lto_build(sample.SWAP_PLUGIN, arch, sample.PLUGIN_CONTRACT + study.QUADRATURE_KERNEL,
-                           "integrate_transform")  # the swap changes sign: sums cancel
-    launch, n = partial(sample.launch_transform, quadrature.cubin.get_kernel("integrate_transform")), 100_000
-    on = replace(gpu, x=gpu.x[:n], d_in=gpu.d_in[:n], d_out=gpu.d_out[:n], d_expected=gpu.d_expected[:n])
+    quadrature = lto_build(sample.SWAP_PLUGIN, arch, sample.PLUGIN_CONTRACT
+                           + study.QUADRATURE_KERNEL, "integrate_transform")  # sums cancel
+    kernel, n = quadrature.cubin.get_kernel("integrate_transform"), 100_000
+    launch = partial(sample.launch_transform, kernel)
+    on = replace(gpu, x=gpu.x[:n], d_in=gpu.d_in[:n], d_out=gpu.d_out[:n],
+                 d_expected=gpu.d_expected[:n])
     found = study.check_integral(on, launch, sample.SWAP_PLUGIN.reference, launch)
     assert found.bad == 0 and found.checked == n and "NumPy's float64 quadrature" in found.against
     stride = -(-n // 4096)  # the outputs NumPy's quadrature checks
@@ -127,8 +129,8 @@ def test_the_quadrature_check_holds_each_sum_to_its_bound_and_finds_an_unwritten
 
     found = study.check_integral(on, off, sample.SWAP_PLUGIN.reference, launch)
     assert (found.bad, found.first_bad) == (1, 10 * stride), found
-    found = study.check_integral(on, lambda stream, d_in, d_out: launch(stream, d_in[:-1], d_out[:-1]),
-                                 sample.SWAP_PLUGIN.reference, launch)
+    short = lambda stream, d_in, d_out: launch(stream, d_in[:-1], d_out[:-1])  # noqa: E731
+    found = study.check_integral(on, short, sample.SWAP_PLUGIN.reference, launch)
     assert (found.bad, found.unwritten, found.first_bad) == (1, 1, n - 1), found
 
 
@@ -137,9 +139,11 @@ def test_step_4_writes_new_values_that_verify_without_a_compile_or_a_link(gpu, a
     built = []  # every Program (a compile) and Linker (a link) the lesson makes
     for name in ("Program", "Linker"):
         real = getattr(sample, name)
-        monkeypatch.setattr(sample, name, lambda *a, real=real, **k: built.append(real) or real(*a, **k))
+        monkeypatch.setattr(sample, name,
+                            lambda *a, real=real, **k: built.append(real) or real(*a, **k))
     values = {"coefficients": np.float32([0.5, -2, 0.25])}
-    [build] = sample.set_parameters(arch, library_ltoir, values, gpu, [sample.DEFAULT_PLUGIN], [])
+    [build] = sample.set_parameters(arch, library_ltoir, values, gpu, [sample.DEFAULT_PLUGIN],
+                                    [])
     assert build.verification.bad == 0 and build.verification.checked == 300_001
     assert sorted(real.__name__ for real in built) == ["Linker", "Program"], "linked once"
     stale = sample.polynomial([1, 3, -1])  # the values compiled in no longer hold
@@ -154,7 +158,7 @@ def test_step_4_writes_new_values_that_verify_without_a_compile_or_a_link(gpu, a
 
 def test_the_same_cubin_loaded_twice_holds_two_sets_of_values(gpu, arch):
     library_ltoir = sample.compile_ltoir(sample.LIBRARY_SOURCE, arch)
-    first = sample.link_plugin("parameters", sample.PARAMETERS_PLUGIN, arch, library_ltoir, lto=True)
+    first = sample.link_plugin("parameters", sample.PARAMETERS_PLUGIN, arch, library_ltoir, True)
     second = replace(first, cubin=sample.ObjectCode.from_cubin(bytes(first.cubin.code)))
     sets = ((first, [0.5, -2.0, 0.25]), (second, [2.0, 0.0, 1.0]))
     for build, values in sets:
@@ -175,7 +179,8 @@ def test_set_writes_a_cuda_plugin_s_values_into_its_lto_and_ptx_builds(gpu, arch
                                   ptx_builds)
     assert lto.label == "parameters gain.cu" and "they match" in lto.verification.against
     for build in (lto, *ptx_builds):  # each computes 2.5 x: the value reached both
-        assert jitlto_gpu.verify(gpu, sample.launcher(build), lambda x: np.float32(2.5) * x).bad == 0
+        found = jitlto_gpu.verify(gpu, sample.launcher(build), lambda x: np.float32(2.5) * x)
+        assert found.bad == 0
 
 
 def test_a_cuda_plugin_without_a_reference_is_cross_checked_against_its_ptx_build():
@@ -193,7 +198,8 @@ def test_python_plugins_verify_against_numba_s_cpu_build_or_their_ptx_build(tmp_
     (tmp_path / "half.py").write_text(
         "from numba import cuda\n\n\n@cuda.jit(device=True)  # no CPU build\ndef half(x):\n"
         "    return x * 0.5\n\n\ndef user_transform(x):\n    return half(x)\n")
-    result = run_sample("--plugin", str(EXAMPLES / "default.py"), "--plugin", str(tmp_path / "half.py"))
+    result = run_sample("--plugin", str(EXAMPLES / "default.py"), "--plugin",
+                        str(tmp_path / "half.py"))
     assert result.returncode == 0, result.stdout + result.stderr
     assert ("  [lto default.py] result verified against the same Python function compiled for the "
             "CPU (numba.vectorize)") in result.stdout
@@ -270,7 +276,7 @@ def test_ctrl_c_mid_run_is_one_line_and_exit_130(moment):
 
 @pytest.mark.large
 @pytest.mark.skipif(os.environ.get("JITLTO_LARGE") != "1",
-                    reason="set JITLTO_LARGE=1 to verify 2^32 + 4097 elements (about 53 GB of GPU memory)")
+                    reason="JITLTO_LARGE=1 verifies 2^32 + 4097 elements (53 GB of GPU memory)")
 def test_more_than_2_to_the_32_elements_verify_in_bounded_host_memory():
     elements, start = 2**32 + 4097, time.perf_counter()
     result = run_sample("--elements", str(elements), timeout=1800)
@@ -281,6 +287,7 @@ def test_more_than_2_to_the_32_elements_verify_in_bounded_host_memory():
     peak_bytes = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
     if os.environ.get("JITLTO_LARGE_REPORT"):  # where a GPU runner keeps the figures
         with open(os.environ["JITLTO_LARGE_REPORT"], "w") as report:
-            json.dump({"elements": elements, "wall_s": wall_s, "peak_host_bytes": peak_bytes}, report)
+            json.dump({"elements": elements, "wall_s": wall_s, "peak_host_bytes": peak_bytes},
+                      report)
             report.write("\n" + result.stdout)
     assert peak_bytes <= 5 * elements + 2**30, f"peak host memory {peak_bytes:,} bytes"
