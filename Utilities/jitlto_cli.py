@@ -54,8 +54,7 @@ def values_given(text: str) -> tuple[str, np.ndarray]:
 
 
 def parse_args(argv, description: str, study=False):
-    """The command line, checked: argparse's message and exit 2 if not. It reads no
-    input and loads no compiler."""
+    """The command line, checked (argparse's exit 2); no compiler is loaded."""
     parser = argparse.ArgumentParser(description=description, allow_abbrev=False)
     add = parser.add_argument
     add("--elements", type=int, default=65536, metavar="N", help="elements (65536)")
@@ -81,6 +80,8 @@ def parse_args(argv, description: str, study=False):
     args = parser.parse_args(argv)
     try:
         check_numbers(args, study)
+        if not study and args.library:  # a regular file, at most 64 MiB
+            read_input("--library", args.library)
         check_outputs(args.emit, args.json if study else None)
     except UsageError as error:
         parser.error(str(error))
@@ -111,6 +112,8 @@ def check_outputs(emit: str | None, json_path: str | None) -> None:
             os.makedirs(emit, exist_ok=True)
             if os.listdir(emit):
                 raise UsageError(f"--emit {emit}: is not a new or empty folder")
+            if not os.access(emit, os.W_OK | os.X_OK):
+                raise PermissionError(13, "Permission denied")
         except OSError as error:
             raise UsageError(f"--emit {emit}: cannot be made or read "
                              f"({error.strerror})") from None
@@ -160,8 +163,7 @@ def clean(text: str) -> str:
 
 
 def check_compilers(arch: str | None) -> None:
-    """NVRTC and nvJitLink loaded (or how to install them, exit 1), and --arch one
-    this NVRTC builds for (or exit 2): before anything is built."""
+    """NVRTC and nvJitLink loaded (else how to install them), --arch one they build."""
     from cuda.bindings import nvjitlink, nvrtc
 
     try:
@@ -222,7 +224,7 @@ def check_library(path: str, arch: str) -> ObjectCode:
                          f"({why or 'nvJitLink crashed on it'}); give the library.ltoir "
                          "that --compile-only --arch sm_XX --emit DIR writes")
     print(f"--library {path}: the library's LTO-IR, trial-linked for {arch}")
-    return ObjectCode.from_ltoir(data, name=os.path.basename(path))
+    return ObjectCode.from_ltoir(data, name="library.ltoir")  # as --emit writes it
 
 
 def run_command(main) -> None:

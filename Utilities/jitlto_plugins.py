@@ -59,7 +59,8 @@ def plugin_files(folder: str) -> list[str]:
         elif not name.endswith((".cu", ".py")):
             why = "not .cu or .py"
         elif name.endswith(".py") and not re.search(
-                r"^(def\s+)?user_transform\b|^(from|import)\s.*\buser_transform\b",
+                r"^(def\s+)?user_transform\b|^(from|import)\s[^\n(]*(\([^)]*)?"
+                r"\buser_transform\b",
                 read_input("--plugin", path).decode(errors="replace"), re.MULTILINE):
             why = "defines no user_transform"
         else:

@@ -72,7 +72,7 @@ class Build:
         if self.calls:
             sites = "call site" if self.calls == 1 else "call sites"
             self.user_transform = f"still a call ({self.calls} {sites})"
-        elif "user_transform" in functions:
+        elif any(name.endswith("user_transform") for name in functions):
             self.user_transform = "still a function the kernel calls"
         else:
             self.user_transform = "inlined (0 calls left)"
@@ -138,11 +138,17 @@ def values_for(values: dict, builds: list[Build]) -> list[dict]:
 
 def ptx_types(ptx: str, name: str) -> set[str]:
     """The PTX types a variable is given: its declaration's, unless bytes (.b8, as
-    arrays and structs are), and those of each load or store of it."""
-    declared = re.findall(rf"^\.visible \.\w+ (?:\.align \d+ )?\.(\w+) {name}\b", ptx,
-                          re.MULTILINE)
-    used = re.findall(rf"\b(?:ld|st)\.[\w.]*\.(\w+)\s[^;]*\[{name}[+\]]", ptx)
-    return {kind for kind in declared + used if kind != "b8"}
+    arrays and structs are); each load's or store's of it; and where its address is
+    taken into a register (an index known only at run time), each load's from its
+    state space (.const or .global) through a register."""
+    declared = re.findall(rf"^\.visible \.(\w+) (?:\.align \d+ )?\.(\w+) {name}\b",
+                          ptx, re.MULTILINE)
+    kinds = [kind for _, kind in declared]
+    kinds += re.findall(rf"\b(?:ld|st)(?:\.\w+)*\.(\w+)\s[^;]*\[{name}[+\]]", ptx)
+    if declared and re.search(rf"\b(?:mov|cvta)\S*\s+%rd\d+, {name}\b", ptx):
+        space = declared[0][0]
+        kinds += re.findall(rf"\bld\.{space}(?:\.\w+)*\.(\w+)\s[^;]*\[%rd", ptx)
+    return {kind for kind in kinds if kind != "b8"}
 
 
 def emit_builds(folder: str, builds: list[Build]) -> None:

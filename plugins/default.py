@@ -2,7 +2,8 @@
 # and it links into the CUDA C++ library like default.cu. float32() keeps the arithmetic in single
 # precision: a bare 3.0 is a Python float (double precision), which would make the GPU compute in
 # float64. The helper is inlined (inline="always"): numba-cuda compiles such a helper even where
-# there is no CUDA driver (--compile-only), and numba.vectorize's CPU build, the reference, calls it.
+# there is no CUDA driver (--compile-only), and numba.vectorize's CPU build (the reference) calls
+# it.
 from numba import njit
 from numpy import float32
 
