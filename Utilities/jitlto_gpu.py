@@ -76,15 +76,18 @@ def open_gpu(index: int, elements: int, compile_only=False):
         raise UsageError(f"--elements {elements:,} needs {needed / 2**30:.1f} GiB of "
                          f"device memory (3 float32 arrays and 1 GiB to spare), but only "
                          f"{free / 2**30:.1f} GiB is free; choose a smaller --elements")
-    stream = devices[index].create_stream()
+    stream, gpu = devices[index].create_stream(), None
     try:
         with cp.cuda.Stream.from_external(stream):  # the CUDA stream protocol
             arrays = [cp.empty(elements, np.float32) for _ in range(3)]
-            yield Gpu(devices[index], stream, standard_normal(arrays[0]), *arrays)
+            gpu = Gpu(devices[index], stream, standard_normal(arrays[0]), *arrays)
+            yield gpu
     finally:
         stream.sync()
         stream.close()
-        arrays = None  # the arrays go back to the driver now
+        if gpu:  # its arrays go back to the driver now, not when it is dropped
+            gpu.d_in = gpu.d_out = gpu.d_expected = None
+        arrays = None
         cp.get_default_memory_pool().free_all_blocks()
 
 

@@ -38,8 +38,8 @@ def test_the_default_run_prints_the_original_lines_and_checks_every_step(tmp_pat
         assert f"  [{label}] result verified against NumPy reference" in lines
     assert "still a call (1 call site)" in report_lines(result, "ptx")[0]
     assert "inlined (0 calls left)" in report_lines(result, "lto")[0]
-    assert report_lines(result, "parameters")[0].startswith(
-        "  [parameters] coefficients = 0.5, -2.0, 0.25: written in ")
+    assert report_lines(result, "parameters")[1].startswith("  [parameters] coefficients = "
+                                                           "0.5, -2.0, 0.25 written into the ")
     assert {"library.ptx", "ptx.cubin", "library.ltoir", "lto.cubin", "parameters.cubin"} <= set(
         os.listdir(tmp_path / "out"))
 

@@ -199,7 +199,8 @@ def test_the_sample_uses_its_own_helpers_whatever_the_module_path(tmp_path, scri
     for name in ("jitlto_cli", "jitlto_gpu", "jitlto_plugins", "jitlto_report",
                  "cuda_samples_utils", "jitLtoLinking"):
         (tmp_path / f"{name}.py").write_text(f"raise SystemExit('a stranger: {name}')\n")
-    if how == "-I" and subprocess.run([sys.executable, "-I", "-c", "import cupy"]).returncode:
+    isolated = [sys.executable, "-I", "-c", "import cupy, elftools"]
+    if how == "-I" and subprocess.run(isolated).returncode:
         pytest.skip("this Python finds the sample's packages only through PYTHONPATH")
     python, env = () if how == "PYTHONPATH" else (how,), pythonpath(tmp_path)
     args = ["--compile-only", "--arch", ARCH] if script == LESSON else ["--device", "999"]
