@@ -6,7 +6,7 @@ as argparse's), the compilers it needs, --library trial-linked, and how it ends.
 import argparse
 import json
 import os
-import re
+import signal
 import stat
 import subprocess
 import sys
@@ -157,11 +157,6 @@ def read_input(option: str, path: str) -> bytes:
         raise UsageError(f"{option} {path}: cannot be read ({error.strerror})") from None
 
 
-def clean(text: str) -> str:
-    """A tool's text without colour codes and control bytes (NVRTC's logs end in NUL)."""
-    return re.sub(r"\x1b\[[0-9;]*[A-Za-z]|[\x00-\x08\x0b-\x1f\x7f]", "", text).strip()
-
-
 def check_compilers(arch: str | None) -> None:
     """NVRTC and nvJitLink loaded (else how to install them), --arch one they build."""
     from cuda.bindings import nvjitlink, nvrtc
@@ -202,7 +197,8 @@ try:
     if b".text.apply_transform" not in bytes(link(library, plugin).code):
         sys.exit("trial link: it makes no kernel apply_transform")
 except Exception as error:  # nvJitLink's words, not a traceback
-    sys.exit("trial link: nvJitLink: " + str(error).split("error log:")[-1].strip())
+    log = str(error).split("error log:")[-1].replace("\\0", "")  # a C string's end
+    sys.exit("trial link: nvJitLink: " + log.strip())
 """
 
 
@@ -213,7 +209,7 @@ def check_library(path: str, arch: str) -> ObjectCode:
     data = read_input("--library", path)
     child = subprocess.run([sys.executable, "-P", "-c", TRIAL_LINK, arch], input=data,
                            capture_output=True, check=False)
-    why = clean(child.stderr.decode(errors="replace").rpartition("trial link: ")[2])
+    why = child.stderr.decode(errors="replace").rpartition("trial link: ")[2].strip()
     if "arch newer than target" in why:
         raise SampleError(f"nvJitLink could not link --library {path}:\n{why}\nhint: it "
                           "was built for a newer GPU than this one: a library ships "
@@ -249,4 +245,5 @@ def run_command(main) -> None:
     except BrokenPipeError:  # Python's recipe: no second error as Python exits
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         exit_code = 1
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the exit code is settled
     sys.exit(exit_code)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from cuda.core import ObjectCode
 from cuda.pathfinder import find_nvidia_header_directory
-from jitlto_cli import REQUIREMENTS, SampleError, UsageError, clean, read_input
+from jitlto_cli import REQUIREMENTS, SampleError, UsageError, read_input
 
 # CUDA's own headers (<cuda_fp16.h>, ...), from the wheels pip installed
 CUDA_HEADERS = [path for path in map(find_nvidia_header_directory, ("cudart", "cccl"))
@@ -119,6 +119,11 @@ def failures_named(label: str):
         hint = next((f"\nhint: {hint}" for pattern, hint in HINTS
                      if re.search(pattern, log)), "")
         raise SampleError(f"{FAILED[type(error).__name__]} {label}:\n{log}{hint}") from None
+
+
+def clean(text: str) -> str:
+    """A tool's text without colour codes and control bytes (NVRTC's logs end in NUL)."""
+    return re.sub(r"\x1b\[[0-9;]*[A-Za-z]|[\x00-\x08\x0b-\x1f\x7f]", "", text).strip()
 
 
 # ==== Plug-ins written in Python: numba-cuda (only they need it) ================
