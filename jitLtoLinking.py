@@ -223,7 +223,7 @@ def set_parameters(arch: str, library_ltoir, values: dict, gpu,
     new values for the variables each declares written into its code
     and into its [1] build's; launched and checked: no compile, no link."""
     print("\n[4] Parameters set at run time")
-    if not values or plugins[0] is DEFAULT_PLUGIN:  # its own plug-in
+    if not values or plugins[0] is DEFAULT_PLUGIN:  # no --set, or no --plugin
         values = values or NEW_VALUES
         plugins, ptx_builds = [PARAMETERS_PLUGIN], []
     builds = [link_plugin("parameters", plugin, arch, library_ltoir, True)
