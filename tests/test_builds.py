@@ -1,20 +1,25 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Copyright (c) 2026, the jitLtoLinking authors
-"""The lesson's and the study's builds for sm_90, what the report reads off their cubins, the
-plug-ins that fail, and step [4]'s parameter. No GPU: LTO-IR compiles and links without a driver."""
+"""Builds for sm_90 (LTO-IR links without a GPU or driver): the lesson's, the study's, the README's,
+what the report reads off them, plug-ins (Python ones too) and how they fail, step [4]'s parameter,
+--library (shipped as LTO-IR for the oldest GPU it supports, trial-linked in a child process)."""
 
 import os
 import re
 import subprocess
 import sys
+import textwrap
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
+from cuda.bindings import nvrtc
 from cuda.core import Linker, LinkerOptions, Program, ProgramOptions
-from helpers import (ARCH, EXAMPLES, PLUGINS, assert_clean_failure, compile_only, cuda_plugin,
-                     lto_build, report_lines, sample, study)
-from jitlto_cli import UsageError
-from jitlto_report import lto_ptx, ptx_types, values_for
+from helpers import (ARCH, EXAMPLES, NO_GPU_HERE, PLUGINS, assert_clean_failure, compile_only,
+                     cuda_plugin, lto_build, pythonpath, report_lines, sample, standalone_program,
+                     study)
+from jitlto_cli import check_library
+from jitlto_report import lto_ptx, ptx_types, read_cubin, values_for
 
 INLINED = "inlined (0 calls left)"
 DEFINE = 'extern "C" __device__ float user_transform(float x) '
@@ -78,9 +83,20 @@ def test_lto_inlines_each_example_plugin_in_both_study_kernels(library, path):
     assert build.user_transform == INLINED and build.registers > 0
 
 
-def test_compile_only_reports_every_step_it_can_without_a_driver():
+def test_compile_only_reports_every_step_alike_on_the_shipped_library_trial_linked_in_isolation(
+        tmp_path, shipped):  # the trial link runs nothing from the current folder, reads no print
+    ran = tmp_path / "ran"
+    for module in ("random", "json", "cuda/__init__"):
+        (tmp_path / f"{module}.py").parent.mkdir(exist_ok=True)
+        (tmp_path / f"{module}.py").write_text(f"open({str(ran)!r}, 'w').write('{module}')\n")
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "sitecustomize.py").write_text("print('hello as Python starts')\n")
     result = compile_only("--plugin", str(EXAMPLES / "polynomial.cu"))
+    theirs = compile_only("--library", str(shipped), "--plugin", str(EXAMPLES / "polynomial.cu"),
+                          cwd=tmp_path, env=pythonpath(tmp_path / "site"))  # sm_75's library
     lines = result.stdout.splitlines()
+    assert theirs.returncode == 0 and not ran.exists(), theirs.stdout + theirs.stderr
+    assert theirs.stdout.startswith("hello as Python starts\n")  # the run's Python printed it too
     assert result.returncode == 0 and [line for line in lines if line.startswith("[")] == [
         "[1] PTX linking (no LTO)", "[2] LTO linking (link-time optimization)",
         "[3] Plug-in swap", "[4] Parameters set at run time"], result.stdout + result.stderr
@@ -92,9 +108,77 @@ def test_compile_only_reports_every_step_it_can_without_a_driver():
     assert report_lines(result, "parameters")[1] == (
         "  [parameters] coefficients = 0.5, -2.0, 0.25 not written (no GPU)")
     assert lines[-1] == "Built and reported without launching. Done"
+    assert f"--library {shipped}: the library's LTO-IR, trial-linked for {ARCH}" in theirs.stdout
+    for label in ("lto polynomial.cu", "swap"):  # cubin size, registers, user_transform
+        figures = [[re.sub(r"compile [\d.]+ ms, link [\d.]+ ms, ", "", line)  # not the times
+                    for line in report_lines(run, label)] for run in (theirs, result)]
+        assert figures[0] == figures[1] != [], label
 
 
+def test_the_shipped_library_links_for_every_architecture_from_sm_75(shipped):
+    targets = [f"sm_{number}" for number in nvrtc.nvrtcGetSupportedArchs()[1] if number >= 75]
+    assert {"sm_75", "sm_90", "sm_100"} <= set(targets)  # Blackwell's link adds a function
+    with ThreadPoolExecutor() as pool:  # a trial link each, in a child process: side by side
+        linked = pool.map(lambda arch: bytes(check_library(str(shipped), arch).code), targets)
+        assert list(linked) == [shipped.read_bytes()] * len(targets)
+
+
+def test_a_library_for_a_newer_gpu_is_refused_with_the_rule(tmp_path):
+    newer = tmp_path / "sm_100.ltoir"
+    newer.write_bytes(bytes(sample.compile_ltoir(sample.LIBRARY_SOURCE, "sm_100").code))
+    assert_clean_failure(compile_only("--library", str(newer)), 1, "built for a newer GPU",
+                         "oldest GPU it supports")
+
+
+NO_CALL = ('extern "C" __global__ void apply_transform(const float* in, float* out, size_t n) '
+           "{ *out = *in; }")
+NOT_LTO_IR = "is not the library's LTO-IR ("
+NOT_THE_LIBRARY = {  # LTO-IR (from a source) or bytes; what the refusal says
+    "no call": (sample.PLUGIN_CONTRACT + NO_CALL, [NOT_LTO_IR, "links without a plug-in"]),
+    "defines user_transform": (sample.LIBRARY_SOURCE + sample.DEFAULT_PLUGIN_SOURCE,
+                               [NOT_LTO_IR, "user_transform"]),
+    "another kernel": (sample.LIBRARY_SOURCE.replace("apply_transform(", "apply_other("),
+                       [NOT_LTO_IR, "it makes no kernel apply_transform"]),
+    "empty": (b"", [NOT_LTO_IR + "nvJitLink"]),
+    "junk": (b"\xedCN\x7f" + np.random.default_rng(0).bytes(3000), [NOT_LTO_IR + "nvJitLink"]),
+}  # a missing file, a pipe: test_usage
+
+
+@pytest.mark.parametrize("what", sorted(NOT_THE_LIBRARY))
+def test_what_is_not_the_library_is_refused_with_the_reason(tmp_path, what):
+    content, phrases = NOT_THE_LIBRARY[what]
+    library = tmp_path / "library.ltoir"
+    if isinstance(content, str):
+        content = bytes(sample.compile_ltoir(content, ARCH).code)
+    library.write_bytes(content)
+    result = compile_only("--library", str(library))
+    assert_clean_failure(result, 2, f"--library {library}: {phrases[0]}", *phrases[1:])
+
+
+def test_the_readme_s_program_builds_for_sm_90_without_a_gpu_and_inlines_the_plugin():
+    build_part = standalone_program().split("kernel = cubin.get_kernel")[0]
+    build_part, found = re.subn(r"device = Device\(0\)\ndevice\.set_current\(\)\narch = [^\n]*\n",
+                                f'arch = "{ARCH}"\n', build_part)
+    assert found == 1 and "Device(0)" not in build_part
+    namespace: dict = {}
+    exec(compile(build_part, "readme.py", "exec"), namespace)  # noqa: S102 -- the README's code
+    functions, _, calls, registers = read_cubin(bytes(namespace["cubin"].code), "apply_transform")
+    assert "apply_transform" in functions and "user_transform" not in functions
+    assert calls == 0 and registers > 0
+
+
+PLAIN_HELPER = """import math
+from numpy import float32
+
+def softplus(x):
+    return x if x > float32(20.0) else float32(math.log1p(math.exp(x)))
+
+def user_transform(x):
+    return softplus(x) * float32(2.0)
+"""
 LINK, COMPILE = "nvJitLink could not link", "NVRTC could not compile"
+NUMBA, LOADED = "numba-cuda could not compile", "failed while it was loaded:"
+DEF = "def user_transform(x):\n    "
 MUST_DEFINE = 'hint: a plug-in must define extern "C" __device__ float user_transform(float x)'
 FAILS = {  # a plug-in, tests/plugins/NAME or the source given; what its failure says
     "typo.cu": (None, [f"{LINK} typo.cu:", "'user_transform'", MUST_DEFINE]),
@@ -107,18 +191,53 @@ FAILS = {  # a plug-in, tests/plugins/NAME or the source given; what its failure
                  "hint: for <cmath>'s names, #include <cuda/std/cmath>"]),
     "texture.cu": (DEFINE + "{ return tex1Dfetch<float>(cudaTextureObject_t(), 0); }",
                    [f"{COMPILE} texture.cu:", "hint:", "minimal=True (-minimal)"]),
+    "bé.cu": (DEFINE + "\n{ return x +; }", [f"{COMPILE} bé.cu:", "bé.cu(2): error"]),  # as typed
+    # Python: what a plug-in cannot hold or do as it loads
+    "recursive.py": (DEF + "return user_transform(x - 1) if x > 1 else x\n",
+                     [f"{NUMBA} recursive.py, line 2:", "a function that calls itself"]),
+    "numpyfn.py": ("import numpy as np\n" + DEF + "return np.exp(x)\n",
+                   [f"{NUMBA} numpyfn.py, line 3:", "NumPy's functions do not compile here"]),
+    "tryexcept.py": (DEF + "try:\n        return x\n    except Exception:\n        return x\n",
+                     [f"{NUMBA} tryexcept.py, line 2:", "try/except is not supported"]),
+    "returns.py": (DEF + "return (x, x)\n", [f"{NUMBA} returns.py, line 2: No conversion from "
+                                             "UniTuple(float32 x 2) to float32"]),
+    "twoargs.py": (DEF.replace("x)", "x, y)") + "return x\n",
+                   [f"{NUMBA} twoargs.py, line 1:", "takes one argument, x"]),
+    "syntax.py": (DEF + "return x +\n", [f"syntax.py {LOADED} SyntaxError"]),
+    "missing.py": ("def other(x):\n    return x\n",
+                   ["missing.py does not define user_transform(x)"]),
+    "exits.py": ("import sys\nsys.exit(3)\n", [f"exits.py {LOADED} SystemExit: 3"]),
+    "ctrl_c.py": ("raise KeyboardInterrupt\n", [f"ctrl_c.py {LOADED} KeyboardInterrupt"]),
+    "plain.py": (PLAIN_HELPER, [f"{NUMBA} plain.py, line 8:", "\nhint: numba compiles a helper "
+                                "only if it is decorated: "
+                                '@numba.njit(inline="always") builds anywhere']),
+    "jitted.py": ("import numba\n"  # a helper numba does not inline
+                  + PLAIN_HELPER.replace("def softplus", "@numba.njit\ndef softplus"),
+                  [f"{NUMBA} jitted.py", "without a CUDA driver",
+                   'decorate each with @numba.njit(inline="always")']),
 }
 
 
-@pytest.mark.parametrize("name", sorted(FAILS))
-def test_a_plugin_that_fails_is_one_message_naming_it_with_the_tool_s_log(tmp_path, name):
+@pytest.mark.parametrize("name", [pytest.param(name, marks=[pytest.mark.numba] * (".py" in name)
+                                               + [NO_GPU_HERE] * (name == "jitted.py"))
+                                  for name in sorted(FAILS)])
+def test_a_plugin_that_fails_is_one_message_naming_it_with_the_reason_emitting_nothing(tmp_path,
+                                                                                       name):
     source, phrases = FAILS[name]
     if source:
         (tmp_path / name).write_text(source)
-    result = compile_only("--plugin", str(tmp_path / name if source else PLUGINS / name))
+    emit = tmp_path / "new" / "out"  # made at the start, left empty
+    result = compile_only("--plugin", str(tmp_path / name if source else PLUGINS / name),
+                          "--emit", str(emit))
     assert_clean_failure(result, 1, *phrases)
-    assert result.stderr.startswith(f"jitLtoLinking.py: error: {phrases[0]}\n"), result.stderr
     assert result.stderr.count("jitLtoLinking.py:") == 1 and "\0" not in result.stderr
+    assert "\\xe9" not in result.stderr and " at 0x" not in result.stderr
+    assert emit.is_dir() and not os.listdir(emit)
+    if name.endswith(".cu"):  # the tool's log from the next line
+        assert result.stderr.startswith(f"jitLtoLinking.py: error: {phrases[0]}\n"), result.stderr
+    else:  # the message, and a hint at most
+        assert result.stderr.startswith(f"jitLtoLinking.py: error: {phrases[0]}"), result.stderr
+        assert len(result.stderr.strip().splitlines()) <= 2, result.stderr
 
 
 def test_headers_next_to_the_plugin_are_found_however_large_not_the_current_folder_s(
@@ -141,16 +260,11 @@ __constant__ float spare[2];  // never read
 extern "C" __device__ float user_transform(float x) { return x * n + (float)d; }"""
 
 
-@pytest.fixture(scope="module")
-def parameters(default_lto):
-    """Step [4]'s build of its own plug-in, and of one with an int, a double, an unread array."""
+def test_step_4_s_parameter_is_read_as_f32_at_run_time_and_given_to_the_builds_declaring_it(
+        default_lto):
     typed = sample.Plugin("typed.cu", TYPED, label="typed.cu")
-    return [sample.link_plugin("parameters", plugin, ARCH, default_lto.library, lto=True)
-            for plugin in (sample.PARAMETERS_PLUGIN, typed)]
-
-
-def test_step_4_s_parameter_is_declared_and_read_as_f32_at_run_time(parameters, default_lto):
-    build, typed = parameters
+    build, typed = [sample.link_plugin("parameters", plugin, ARCH, default_lto.library, lto=True)
+                    for plugin in (sample.PARAMETERS_PLUGIN, typed)]
     assert build.variables == {"coefficients": 12} and default_lto.variables == {}
     ptx = lto_ptx(build).code.decode()
     loads = re.findall(r"ld\.const\.f32\s+%f\d+, \[coefficients(\+\d+)?\]", ptx)
@@ -159,21 +273,64 @@ def test_step_4_s_parameter_is_declared_and_read_as_f32_at_run_time(parameters, 
     ptx = lto_ptx(typed).code.decode()  # an int, a double, an array never read
     assert typed.variables == {"n": 4, "d": 8, "spare": 8}
     assert [ptx_types(ptx, name) for name in typed.variables] == [{"u32"}, {"f64"}, set()]
-
-
-@pytest.mark.parametrize(("values", "phrase"), [
-    ({"nowhere": [1]}, "--set nowhere: no plug-in of step [4] declares it"),
-    ({"coefficients": [1, 2]}, "--set coefficients: 2 floats given"),
-    ({"n": [5]}, "--set n: parameters typed.cu: its code reads it as u32"),
-    ({"d": [1, 2]}, "its code reads it as f64"),  # float32's size, not its type
-    ({"spare": [1, 2]}, "its type cannot be seen: the linked code never reads it")])
-def test_values_for_refuses_what_cannot_be_written_as_float32s(parameters, values, phrase):
-    with pytest.raises(UsageError, match=re.escape(phrase)):
-        values_for({name: np.float32(v) for name, v in values.items()}, parameters)
-
-
-def test_values_for_gives_each_build_the_values_of_the_variables_it_declares(parameters):
-    given = {"coefficients": np.float32([0.5, -2, 0.25])}
-    mine, theirs = values_for(given, parameters)
+    given = {"coefficients": np.float32([0.5, -2, 0.25])}  # its refusals: test_usage's --set
+    mine, theirs = values_for(given, [build, typed])
     assert theirs == {} and list(mine) == ["coefficients"]
     np.testing.assert_array_equal(mine["coefficients"], given["coefficients"])
+
+
+@pytest.mark.numba
+def test_an_inlined_helper_builds_as_the_cuda_twin_and_the_reference_is_numba_s_cpu_build(
+        tmp_path):  # or none, where that does not compile
+    (tmp_path / "plain.py").write_text(PLAIN_HELPER)
+    paths = [str(EXAMPLES / "default.py"), str(tmp_path / "plain.py")]
+    default, plain = sample.read_plugins(paths, "")
+    python = lto_build(default)  # without a driver
+    cuda = lto_build(cuda_plugin(EXAMPLES / "default.cu"))
+    assert python.label == "lto default.py" and python.user_transform == "inlined (0 calls left)"
+    assert python.registers == cuda.registers
+    x = np.random.default_rng(4).standard_normal(1000, dtype=np.float32)
+    expected = sample.DEFAULT_PLUGIN.reference(x)
+    np.testing.assert_allclose(default.reference(x), expected, rtol=1e-6, atol=1e-6)
+    assert default.reference(x).dtype == np.float32 and "numba.vectorize" in default.against
+    assert plain.reference is None  # checked against its ptx build, on a GPU
+
+
+@pytest.mark.numba
+@pytest.mark.parametrize("imported", [
+    "from mine import user_transform\n",
+    "from mine import (\n    user_transform,\n)\n",  # an import over several lines
+])
+def test_a_folder_stands_for_its_cu_files_and_py_files_defining_user_transform_run_as_python_does(
+        tmp_path, imported):  # importing siblings and a Utilities package of its own
+    default = (EXAMPLES / "default.cu").read_text()
+    files = {"a.cu": default, ".hidden.cu": default, "notes.txt": "notes",
+             "helpers.py": "def twice(x):\n    return 2 * x\n", "imported.py": imported,
+             "lambda.py": "user_transform = lambda x: x\n",
+             "mine.py": "def user_transform(x):\n    return x\n",
+             "scales.py": "from numpy import float32\n\nSCALE = float32(0.5)\n",
+             "Utilities/__init__.py": "from numpy import float32\n\nOFFSET = float32(1.0)\n"}
+    for name, text in files.items():
+        (tmp_path / "plugin" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "plugin" / name).write_text(text)
+    (tmp_path / "plugin" / "uses.py").write_text(textwrap.dedent("""
+        import os
+        import scales
+        from Utilities import OFFSET
+
+        os.chdir("/")  # the run's outputs stay where the user named them
+
+        def user_transform(x):
+            return x * scales.SCALE + OFFSET
+        """))
+    (tmp_path / "work").mkdir()
+    result = compile_only("--plugin", "../plugin", "--emit", "out", cwd=tmp_path / "work")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert ("--plugin ../plugin: skipped .hidden.cu (hidden), Utilities (a folder), helpers.py "
+            "(defines no user_transform), notes.txt (not .cu or .py), scales.py (defines no "
+            "user_transform)") in result.stdout
+    for name in ("a.cu", "imported.py", "lambda.py", "mine.py"):
+        assert report_lines(result, f"lto {name}"), result.stdout
+    assert report_lines(result, "lto uses.py")[0].endswith("user_transform inlined (0 calls left)")
+    assert (tmp_path / "work" / "out" / "lto uses.py.cubin").is_file()
+    assert not os.path.exists("/out"), "an output where the plug-in moved the run"

@@ -1,7 +1,6 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Copyright (c) 2026, the jitLtoLinking authors
-"""End-to-end runs of the lesson and the study, the launch, and the element-by-element check, on a
-GPU. Marked gpu: skipped, with the reason, where there is none."""
+"""The lesson and the study end to end, the launch and the checks, on GPU 0 (skipped without)."""
 
 import gc
 import json
@@ -17,7 +16,7 @@ import numpy as np
 import pytest
 from cuda.core import Device
 from helpers import (EXAMPLES, PLUGINS, assert_clean_failure, interrupted, lto_build,
-                     report_lines, run_sample, sample, study)
+                     report_lines, run_sample, sample, standalone_program, study)
 
 pytestmark = pytest.mark.gpu
 
@@ -65,12 +64,6 @@ def gpu():
         yield opened
 
 
-def map_launch(arch):
-    """The study's float4 map with the default plug-in, by LTO: launch(stream, d_in, d_out)."""
-    build = lto_build(sample.DEFAULT_PLUGIN, arch, sample.PLUGIN_CONTRACT + study.MAP_KERNEL)
-    return partial(study.launch_study, build.cubin.get_kernel("apply_transform"))
-
-
 @pytest.mark.parametrize("offsets", [(1, 1), (3, 3), (1, 2), (0, 3)])
 @pytest.mark.parametrize("elements", [1, 5, 1001, 65536 + 3])
 def test_the_study_s_map_is_correct_for_views_not_aligned_to_16_bytes(gpu, arch, offsets, elements):
@@ -78,7 +71,9 @@ def test_the_study_s_map_is_correct_for_views_not_aligned_to_16_bytes(gpu, arch,
     jitlto_gpu.poison(gpu.d_out, gpu.stream)
     view = replace(gpu, x=gpu.x[a:a + elements], d_in=gpu.d_in[a:a + elements],
                    d_out=gpu.d_out[b:b + elements], d_expected=gpu.d_expected[:elements])
-    found = jitlto_gpu.verify(view, map_launch(arch), sample.DEFAULT_PLUGIN.reference)
+    build = lto_build(sample.DEFAULT_PLUGIN, arch, sample.PLUGIN_CONTRACT + study.MAP_KERNEL)
+    launch = partial(study.launch_study, build.cubin.get_kernel("apply_transform"))  # by LTO
+    found = jitlto_gpu.verify(view, launch, sample.DEFAULT_PLUGIN.reference)
     assert found.bad == 0 and found.checked == elements, found
     around = np.concatenate([gpu.d_out[:b].get(), gpu.d_out[b + elements:b + elements + 16].get()])
     assert (around.view(np.uint32) == jitlto_gpu.POISON_BITS).all(), "written outside the view"
@@ -272,6 +267,13 @@ def test_a_library_shipped_for_sm_75_verifies_on_this_gpu(shipped):
 def test_ctrl_c_mid_run_is_one_line_and_exit_130(moment):
     code, err = interrupted("--elements", str(2**26), moment=moment)
     assert code == 130 and err.strip().splitlines() == ["jitLtoLinking.py: interrupted"], err
+
+
+def test_the_readme_s_program_runs_whole_on_its_own_and_matches_numpy(tmp_path):
+    (tmp_path / "readme.py").write_text(standalone_program())
+    result = run_sample(script=tmp_path / "readme.py", cwd=tmp_path, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "matches NumPy" in result.stdout
 
 
 @pytest.mark.large
