@@ -47,7 +47,7 @@ except KeyboardInterrupt:  # Ctrl-C while they load, as in a run
           file=sys.stderr)
     sys.exit(130)
 
-# ==== The library: its kernel calls a function it does not define ====
+# ==== The library: its kernel calls a function it does not define
 # The contract: user_transform declared; extern "C" keeps its name
 # plain. In front of each plug-in too, it makes another signature a
 # compile error (the linker matches extern "C" names, not types).
@@ -68,7 +68,7 @@ extern "C" __global__ void apply_transform(const float* __restrict__ in,
 }
 """
 
-# ==== The plug-ins: a user's device function =========================
+# ==== The plug-ins: a user's device function
 DEFAULT_PLUGIN_SOURCE = PLUGIN_CONTRACT + r"""
 extern "C" __device__ float user_transform(float x)
 {
@@ -99,7 +99,7 @@ extern "C" __device__ float user_transform(float x)
 
 
 def polynomial(coefficients):
-    """NumPy's max((c0 x + c1) x + c2, 0), in float32 as on the GPU."""
+    """NumPy's max((c0 x + c1) x + c2, 0) in float32, as the GPU."""
     c0, c1, c2 = np.float32(coefficients)
     return lambda x: np.maximum((c0 * x + c1) * x + c2, np.float32(0))
 
@@ -114,7 +114,7 @@ PARAMETERS_PLUGIN = Plugin("parameters_plugin.cu",
 NEW_VALUES = {"coefficients": np.float32([0.5, -2, 0.25])}
 
 
-# ==== Compile, then link: cuda.core, every option written out ========
+# ==== Compile, then link: cuda.core, every option written out
 # name: NVRTC's for the source (a file's path: its #includes are
 # found beside it); include_path: where CUDA's headers are.
 def compile_ptx(source: str, arch: str, name="library.cu",
@@ -157,7 +157,7 @@ def link_lto(arch: str, library_ltoir, plugin_ltoir) -> ObjectCode:
 def link_plugin(how: str, plugin: Plugin, arch: str, library,
                 lto: bool) -> Build:
     """The plug-in compiled (NVRTC; numba-cuda for Python) to PTX or
-    LTO-IR, then linked with the library's code of that kind: timed."""
+    LTO-IR, then linked with the library's: each timed."""
     start = time.perf_counter()
     with failures_named(plugin.label or plugin.name):
         if plugin.source is None:  # Python: numba-cuda, same output
@@ -178,12 +178,12 @@ def link_plugin(how: str, plugin: Plugin, arch: str, library,
                  code, compile_ms=compile_ms, link_ms=elapsed_ms(start))
 
 
-# ==== The steps: each plug-in linked, launched and checked ===========
+# ==== The steps: each plug-in linked, launched and checked
 def ptx_linking(arch: str, plugins, gpu) -> list[Build]:
-    """[1] The library and each plug-in compiled to PTX, then linked."""
+    """[1] Library and plug-ins compiled to PTX, then linked."""
     print("\n[1] PTX linking (no LTO)")
     try:
-        library_ptx = compile_ptx(LIBRARY_SOURCE, arch)  # once for all
+        library_ptx = compile_ptx(LIBRARY_SOURCE, arch)  # once
     except RuntimeError as error:  # no driver: cuda.core asks it
         if gpu:
             raise
@@ -228,7 +228,7 @@ def set_parameters(arch: str, library_ltoir, values: dict, gpu,
         plugins, ptx_builds = [PARAMETERS_PLUGIN], []
     builds = [link_plugin("parameters", plugin, arch, library_ltoir, True)
               for plugin in plugins]
-    given = values_for(values, builds)  # checked before any is written
+    given = values_for(values, builds)  # all checked first
     checked = []
     for build, plugin, ptx_build, mine in zip_longest(
             builds, plugins, ptx_builds, given):
@@ -253,7 +253,7 @@ def set_parameters(arch: str, library_ltoir, values: dict, gpu,
     return checked
 
 
-# ==== Launch and verify ==============================================
+# ==== Launch and verify
 def launch_transform(kernel, stream, d_in, d_out, grid=None) -> None:
     """A library kernel over d_in into d_out, on `stream`: a thread per
     element, or `grid` blocks (its grid-stride loop does the rest)."""
@@ -292,28 +292,28 @@ def check(build: Build, plugin: Plugin, gpu, ptx_build=None,
     return build
 
 
-def launcher(build: Build):  # launch(stream, d_in, d_out) of its kernel
+def launcher(build: Build):  # its launch(stream, d_in, d_out)
     kernel = build.cubin.get_kernel("apply_transform")
     return partial(launch_transform, kernel)
 
 
-# ==== main: the whole run in a screenful =============================
+# ==== main: the whole run in a screenful
 def main(argv=None) -> int:
-    """The four steps, every build launched and checked; the exit code."""
+    """The four steps, each build checked; the exit code."""
     args = parse_args(argv, __doc__.splitlines()[0])
     check_compilers(args.arch)
     plugins = read_plugins(args.plugin, PLUGIN_CONTRACT) or [DEFAULT_PLUGIN]
     with open_gpu(args.device, args.elements, args.compile_only) as gpu:
         arch = args.arch or f"sm_{gpu.device.arch}"
-        # The library's LTO-IR for [2] to [4]: shipped, or compiled here
+        # [2] to [4]'s library LTO-IR: shipped, or compiled
         library_ltoir = (check_library(args.library, arch) if args.library
                          else compile_ltoir(LIBRARY_SOURCE, arch))
-        ptx_builds = ptx_linking(arch, plugins, gpu)                 # [1]
+        ptx_builds = ptx_linking(arch, plugins, gpu)  # [1]
         lto_builds = lto_linking(arch, library_ltoir, plugins, gpu,
-                                 ptx_builds)                         # [2]
-        swap_build = plugin_swap(arch, library_ltoir, gpu)           # [3]
+                                 ptx_builds)  # [2]
+        swap_build = plugin_swap(arch, library_ltoir, gpu)  # [3]
         set_builds = set_parameters(arch, library_ltoir, dict(args.set),
-                                    gpu, plugins, ptx_builds)        # [4]
+                                    gpu, plugins, ptx_builds)  # [4]
     builds = [*ptx_builds, *lto_builds, swap_build, *set_builds]
     failed = [build.label for build in builds if build.failed]
     if failed:
@@ -326,4 +326,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    run_command(main)  # errors as one line each, with their exit codes
+    run_command(main)  # an error: one line and its exit code

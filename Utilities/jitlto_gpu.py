@@ -53,16 +53,14 @@ class Verification:
 
 @contextlib.contextmanager
 def open_gpu(index: int, elements: int, compile_only=False):
-    """GPU `index` with the input drawn on it, or None (--compile-only); its memory
-    given back at the end."""
+    """GPU `index` with the input drawn on it (None: --compile-only), given back after."""
     if compile_only:
         yield None
         return
     try:
         devices = Device.get_all_devices()  # cuda.core loads the driver here
     except Exception as error:  # noqa: BLE001 -- no driver, or one that cannot start
-        raise WaivedError(f"no usable CUDA driver or GPU ({error}); this run is "
-                          "waived") from None
+        raise WaivedError(f"no usable CUDA driver or GPU ({error}); this run is waived") from None
     if index >= len(devices):
         listing = "; ".join(f"{i}: {device.name}" for i, device in enumerate(devices))
         raise (UsageError if devices else WaivedError)(
@@ -79,15 +77,15 @@ def open_gpu(index: int, elements: int, compile_only=False):
     stream, gpu = devices[index].create_stream(), None
     try:
         with cp.cuda.Stream.from_external(stream):  # the CUDA stream protocol
-            arrays = [cp.empty(elements, np.float32) for _ in range(3)]
-            gpu = Gpu(devices[index], stream, standard_normal(arrays[0]), *arrays)
+            gpu = Gpu(devices[index], stream, None,
+                      *(cp.empty(elements, np.float32) for _ in range(3)))
+            gpu.x = standard_normal(gpu.d_in)
             yield gpu
     finally:
         stream.sync()
         stream.close()
         if gpu:  # its arrays go back to the driver now, not when it is dropped
             gpu.d_in = gpu.d_out = gpu.d_expected = None
-        arrays = None
         cp.get_default_memory_pool().free_all_blocks()
 
 
