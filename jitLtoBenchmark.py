@@ -120,8 +120,11 @@ class Library:
 class Row(Build):
     """A build of the study, and how fast its kernel ran."""
 
+    how: str = ""  # how it was built: "ptx", "lto", "half-LTO", ...
+    plugin_file: str = ""
     through_pointer: bool = False  # its library calls user_transform through a pointer
     kernel_ms: float | None = None  # the median of its timed launches
+    percent_of_copy: float | None = None  # the map's: a device copy's time over it
 
     def __post_init__(self):
         super().__post_init__()
@@ -148,8 +151,8 @@ def every_build(library: Library, plugin, arch: str) -> list[Row]:
         start = time.perf_counter()
         cubin = link(arch, library_code, plugin_code)
         return Row(f"{name} {how} {plugin.label}".strip(), arch, cubin, library_code,
-                   plugin_code, library.kernel, link_ms=elapsed_ms(start),
-                   through_pointer=pointer)
+                   plugin_code, library.kernel, link_ms=elapsed_ms(start), how=how,
+                   plugin_file=plugin.label or plugin.name, through_pointer=pointer)
 
     rows = [linked("ptx", link_ptx, library_ptx, plugin_ptx),
             linked("lto", link_lto, library_ltoir, plugin_ltoir),
@@ -163,7 +166,8 @@ def every_build(library: Library, plugin, arch: str) -> list[Row]:
         options = ProgramOptions(arch=arch, name=plugin.name, include_path=CUDA_HEADERS)
         cubin = Program(source + plugin.source, "c++", options).compile("cubin")
         rows.append(Row(f"{name} whole program {plugin.label}".strip(), arch, cubin,
-                        None, None, library.kernel, compile_ms=elapsed_ms(start)))
+                        None, None, library.kernel, compile_ms=elapsed_ms(start),
+                        how="whole program", plugin_file=plugin.label or plugin.name))
     return rows
 
 
@@ -218,10 +222,12 @@ def time_and_check(library: Library, plugin, arch: str, gpu, copy_ms: float) -> 
         ptx = None if row is rows[0] else launches[0]  # as the lesson's [1] and [2]
         row.verification = library.check(gpu, launch, plugin.reference, ptx,
                                          plugin.against)
-        percent = 100 * copy_ms / row.kernel_ms
+        if library is MAP:
+            row.percent_of_copy = 100 * copy_ms / row.kernel_ms
+        percent = row.percent_of_copy
         print_row(row.label, row.link_ms and f"{row.link_ms:.1f}", row.registers,
                   "pointer" if row.through_pointer else row.calls, f"{row.kernel_ms:.4f}",
-                  f"{percent:.1f}" if library is MAP else None,
+                  percent and f"{percent:.1f}",
                   f"{row.kernel_ms / rows[1].kernel_ms:.2f}x")
         if row.failed:
             print_report(row)

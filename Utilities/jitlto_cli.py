@@ -211,7 +211,7 @@ def check_library(path: str, arch: str) -> ObjectCode:
                            capture_output=True, check=False)
     why = child.stderr.decode(errors="replace").rpartition("trial link: ")[2].strip()
     if "arch newer than target" in why:
-        raise SampleError(f"nvJitLink could not link --library {path}:\n{why}\nhint: it "
+        raise UsageError(f"nvJitLink could not link --library {path}:\n{why}\nhint: it "
                           "was built for a newer GPU than this one: a library ships "
                           "LTO-IR for the oldest GPU it supports, which links for that "
                           "GPU and every newer one")

@@ -137,6 +137,7 @@ def verify(gpu: Gpu, launch, reference=None, cross_check=None,
         expected = lambda start, stop: reference(gpu.x[start:stop])  # noqa: E731
         against = f"verified against {against}"
     elif cross_check:
+        poison(gpu.d_expected, gpu.stream)
         cross_check(gpu.stream, gpu.d_in, gpu.d_expected)
         expected = lambda start, stop: gpu.d_expected[start:stop].get()  # noqa: E731
         against = "cross-checked against the ptx build: they match"

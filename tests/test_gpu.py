@@ -12,6 +12,7 @@ from functools import partial
 
 import cupy as cp
 import jitlto_gpu
+import jitlto_report
 import numpy as np
 import pytest
 from cuda.core import Device
@@ -131,24 +132,25 @@ def test_the_quadrature_check_holds_each_sum_to_its_bound_and_finds_an_unwritten
 
 def test_step_4_writes_new_values_that_verify_without_a_compile_or_a_link(gpu, arch, monkeypatch):
     library_ltoir = sample.compile_ltoir(sample.LIBRARY_SOURCE, arch)
-    built = []  # every Program (a compile) and Linker (a link) the lesson makes
-    for name in ("Program", "Linker"):
-        real = getattr(sample, name)
-        monkeypatch.setattr(sample, name,
+    built = []  # every Program (a compile) and Linker (a link) the lesson and its report make
+    for module, name in ((sample, "Program"), (sample, "Linker"), (jitlto_report, "Linker")):
+        real = getattr(module, name)
+        monkeypatch.setattr(module, name,
                             lambda *a, real=real, **k: built.append(real) or real(*a, **k))
     values = {"coefficients": np.float32([0.5, -2, 0.25])}
     [build] = sample.set_parameters(arch, library_ltoir, values, gpu, [sample.DEFAULT_PLUGIN],
                                     [])
     assert build.verification.bad == 0 and build.verification.checked == 300_001
-    assert sorted(real.__name__ for real in built) == ["Linker", "Program"], "linked once"
+    # One compile and one link make the cubin; one more link makes the PTX that shows the type
+    assert sorted(real.__name__ for real in built) == ["Linker", "Linker", "Program"]
     stale = sample.polynomial([1, 3, -1])  # the values compiled in no longer hold
     assert jitlto_gpu.verify(gpu, sample.launcher(build), stale).bad > 0
     new = {"coefficients": np.float32([2, 0, 1])}
     sample.write_parameters(build.cubin, new, gpu.stream)  # a write, then a launch: nothing built
     assert jitlto_gpu.verify(gpu, sample.launcher(build), sample.polynomial([2, 0, 1])).bad == 0
-    assert len(built) == 2, "new values: no compile, no link"
+    assert len(built) == 3, "new values: no compile, no link"
     sample.link_plugin("again", sample.PARAMETERS_PLUGIN, arch, library_ltoir, lto=True)
-    assert len(built) == 4, "a relink is a compile and a link, which the count sees"
+    assert len(built) == 5, "a relink is a compile and a link, which the count sees"
 
 
 def test_the_same_cubin_loaded_twice_holds_two_sets_of_values(gpu, arch):
