@@ -238,7 +238,6 @@ def set_parameters(arch: str, library_ltoir, values: dict, gpu,
                          for name, numbers in mine.items())
         written = "not written (no GPU)"
         if gpu:
-            build.cubin.get_kernel("apply_transform")  # loaded first
             start = time.perf_counter()
             write_parameters(build.cubin, mine, gpu.stream)
             if ptx_build:  # the same values: each checks the other
