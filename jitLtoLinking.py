@@ -213,7 +213,8 @@ def plugin_swap(arch: str, library_ltoir, gpu) -> Build:
     """[3] The library's LTO-IR from [2] linked with another plug-in:
     only the plug-in is compiled."""
     print("\n[3] Plug-in swap")
-    build = link_plugin("swap", SWAP_PLUGIN, arch, library_ltoir, True)
+    build = link_plugin("swap", SWAP_PLUGIN, arch, library_ltoir,
+                        lto=True)
     return check(build, SWAP_PLUGIN, gpu)
 
 
@@ -226,7 +227,8 @@ def set_parameters(arch: str, library_ltoir, values: dict, gpu,
     if not values or plugins[0] is DEFAULT_PLUGIN:  # no --set, or no --plugin
         values = values or NEW_VALUES
         plugins, ptx_builds = [PARAMETERS_PLUGIN], []
-    builds = [link_plugin("parameters", plugin, arch, library_ltoir, True)
+    builds = [link_plugin("parameters", plugin, arch, library_ltoir,
+                          lto=True)
               for plugin in plugins]
     given = values_for(values, builds)  # all checked first
     checked = []
