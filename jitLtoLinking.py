@@ -227,9 +227,10 @@ def set_parameters(arch: str, library_ltoir, values: dict, gpu,
     if not values or plugins[0] is DEFAULT_PLUGIN:  # no --set, or no --plugin
         values = values or NEW_VALUES
         plugins, ptx_builds = [PARAMETERS_PLUGIN], []
-    builds = [link_plugin("parameters", plugin, arch, library_ltoir,
-                          lto=True)
-              for plugin in plugins]
+    builds = []
+    for plugin in plugins:  # each linked once, as in [3]
+        builds.append(link_plugin("parameters", plugin, arch,
+                                  library_ltoir, lto=True))
     given = values_for(values, builds)  # all checked first
     checked = []
     for build, plugin, ptx_build, mine in zip_longest(
