@@ -80,8 +80,8 @@ def parse_args(argv, description: str, study=False):
     args = parser.parse_args(argv)
     try:
         check_numbers(args, study)
-        if not study and args.library:  # a regular file, at most 64 MiB
-            read_input("--library", args.library)
+        if not study and args.library:  # its kind and size; read when it is linked
+            read_input("--library", args.library, read=False)
         check_outputs(args.emit, args.json if study else None)
     except UsageError as error:
         parser.error(str(error))
@@ -141,9 +141,9 @@ def is_study_record(path: str) -> bool:
             and record.get("sample") == "jitLtoBenchmark")
 
 
-def read_input(option: str, path: str) -> bytes:
-    """An input file, read once it is known to be a regular file of at most 64 MiB:
-    a device, a FIFO or a huge file is never read."""
+def read_input(option: str, path: str, read=True) -> bytes | None:
+    """An input file, read (if `read`) once it is known to be a regular file of at
+    most 64 MiB: a device, a FIFO or a huge file is never read."""
     try:
         info = os.stat(path)
         if not stat.S_ISREG(info.st_mode):
@@ -151,8 +151,9 @@ def read_input(option: str, path: str) -> bytes:
         if info.st_size > LARGEST_INPUT:
             raise UsageError(f"{option} {path}: is {info.st_size:,} bytes; "
                              "an input is at most 64 MiB")
-        with open(path, "rb") as file:
-            return file.read(LARGEST_INPUT + 1)
+        if read:
+            with open(path, "rb") as file:
+                return file.read(LARGEST_INPUT + 1)
     except OSError as error:
         raise UsageError(f"{option} {path}: cannot be read ({error.strerror})") from None
 
