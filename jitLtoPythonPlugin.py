@@ -1,0 +1,113 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) 2026, the jitLtoLinking authors
+"""JIT linking and LTO with a plug-in written in Python (numba-cuda).
+
+The lesson's pattern (jitLtoLinking.py) for numba users: user_transform
+is a Python function in a .py file. numba-cuda compiles it as written,
+to PTX and to LTO-IR, as the C function the library declares; the
+lesson's steps link it with the library:
+[1] PTX linking: the kernel calls the plug-in;
+[2] LTO linking: the plug-in is inlined into the kernel.
+Each kernel is launched and checked against the same function compiled
+for the CPU (numba.vectorize), or else against its ptx build.
+"""
+
+import os
+import runpy
+import sys
+import types
+
+from jitLtoLinking import (LIBRARY_SOURCE, Plugin, command_line,
+                           compile_ltoir, finish, gpu_arch, lto_linking,
+                           ptx_linking)
+from cuda.core import ObjectCode
+from jitlto_build import SampleError, run_command
+from jitlto_gpu import open_gpu
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+try:
+    import numba
+    from numba import cuda, float32
+except Exception as error:  # noqa: BLE001 -- missing, or not for this NumPy
+    sys.exit(f"{error}: Python plug-ins need numba-cuda: python -m pip "
+             f"install -r {HERE}/requirements-python-plugins.txt")
+
+
+def load_plugin(path: str) -> Plugin:
+    """The file run as Python runs a script (its folder importable); its
+    user_transform, and as its NumPy reference the same function compiled
+    for the CPU by numba.vectorize (None where it does not compile)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
+    try:
+        function = runpy.run_path(path).get("user_transform")
+    except Exception as error:  # noqa: BLE001 -- the plug-in's own
+        raise SampleError(f"{path}: {type(error).__name__}: {error}") from None
+    if not callable(function):
+        raise SampleError(f"{path} defines no user_transform(x)", 2)
+    plain = [name for name in function.__code__.co_names
+             if isinstance(function.__globals__.get(name), types.FunctionType)]
+    if plain:  # numba compiles only what is decorated
+        raise SampleError(f"{path}: decorate {', '.join(plain)}: "
+                          '@numba.njit(inline="always") builds anywhere; '
+                          "@numba.njit and @cuda.jit(device=True), with a "
+                          "CUDA driver", 2)
+    try:
+        reference = numba.vectorize(["float32(float32)"])(function)
+    except Exception:  # noqa: BLE001 -- a helper only the GPU runs
+        reference = None
+    return Plugin(path, function, reference, os.path.basename(path))
+
+
+def compile_python(plugin: Plugin, arch: str, lto: bool,
+                   logs=None) -> ObjectCode:
+    """The plug-in's user_transform compiled by numba-cuda to LTO-IR or
+    PTX, as the C function user_transform of one float32 (cc given: no
+    driver is asked)."""
+    output = "ltoir" if lto else "ptx"
+    number = int(arch.removeprefix("sm_").rstrip("af"))
+    try:
+        code, _ = cuda.compile(plugin.source, float32(float32),
+                               device=True, abi="c", output=output,
+                               abi_info={"abi_name": "user_transform"},
+                               cc=divmod(number, 10))
+    except Exception as error:  # noqa: BLE001 -- numba's words count
+        raise SampleError(f"numba-cuda could not compile {plugin.name}:\n"
+                          f"{type(error).__name__}: {error}") from None
+    if lto:
+        return ObjectCode.from_ltoir(code, name=plugin.name)
+    return ObjectCode.from_ptx(code.encode(), name=plugin.name)
+
+
+def parse_args(argv=None):
+    """The command line (argparse: a usage error, exit 2)."""
+    parser = command_line(__doc__.splitlines()[0])
+    parser.add_argument("--plugin", nargs="+", action="extend",
+                        metavar="FILE.py", help="your plug-ins "
+                        "(plugins/default.py)")
+    parser.add_argument("--compile-only", action="store_true",
+                        help="build and report for --arch, without a GPU")
+    parser.add_argument("--arch", type=gpu_arch, metavar="sm_XX",
+                        help="the GPU to build for, with --compile-only")
+    args = parser.parse_args(argv)
+    if args.compile_only != (args.arch is not None):
+        parser.error("--compile-only and --arch go together")
+    return args
+
+
+def main(argv=None) -> int:
+    """Each plug-in linked without LTO and with it, each build checked."""
+    args = parse_args(argv)
+    paths = args.plugin or [os.path.join(HERE, "plugins", "default.py")]
+    plugins = [load_plugin(path) for path in paths]
+    with open_gpu(args.device, args.elements, args.compile_only) as gpu:
+        arch = args.arch or f"sm_{gpu.device.arch}"
+        ptx_builds = ptx_linking(arch, plugins, gpu, compile_python)
+        library_ltoir = compile_ltoir(LIBRARY_SOURCE, arch)
+        lto_builds = lto_linking(arch, library_ltoir, plugins, gpu,
+                                 ptx_builds, compile_python)
+    return finish([*ptx_builds, *lto_builds], gpu)
+
+
+if __name__ == "__main__":
+    run_command(main)  # an error: one line and its exit code
