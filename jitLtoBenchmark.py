@@ -22,9 +22,8 @@ from dataclasses import dataclass, replace
 from functools import partial
 
 from jitLtoLinking import (DEFAULT_PLUGIN, PLUGIN_CONTRACT, Plugin,
-                           command_line, compile_ltoir, compile_plugin,
-                           compile_ptx, elapsed_ms, launch_transform,
-                           link_lto, link_ptx)
+                           command_line, compile_ltoir, compile_ptx,
+                           elapsed_ms, launch_transform, link_lto, link_ptx)
 
 import cupy as cp
 import numpy as np
@@ -129,14 +128,19 @@ def every_build(library: Library, plugin: Plugin, arch: str) -> list[Row]:
     """The plug-in built into the library every way, each timed: a row each."""
     source = PLUGIN_CONTRACT + library.source
     pointer_source = POINTER_SWITCH + library.source
-    compile = compile_plugin
-    if callable(plugin.source):  # Python: numba-cuda, only here
-        from jitLtoPythonPlugin import compile_python as compile
+    compiled = {}  # the plug-in compiled once to PTX and to LTO-IR, each timed
+    for lto in (False, True):
+        start = time.perf_counter()
+        if callable(plugin.source):  # Python: numba-cuda, only here
+            from jitLtoPythonPlugin import compile_python
+            code = compile_python(plugin, arch, lto)
+        else:
+            compile = compile_ltoir if lto else compile_ptx
+            code = compile(plugin.source, arch, plugin.name, CUDA_HEADERS)
+        compiled[lto] = code, elapsed_ms(start)
 
     def built(how: str, library_code, lto: bool) -> Row:
-        start = time.perf_counter()
-        plugin_code = compile(plugin, arch, lto)
-        compile_ms = elapsed_ms(start)
+        plugin_code, compile_ms = compiled[lto]
         start = time.perf_counter()
         cubin = (link_lto if lto else link_ptx)(arch, library_code, plugin_code)
         link_ms = elapsed_ms(start)
@@ -238,8 +242,8 @@ def time_and_check(library: Library, plugin: Plugin, arch: str, gpu,
                                        ptx.kernel_ms - row.kernel_ms)
         if library is MAP:
             row.percent_of_copy = 100 * copy_ms / row.kernel_ms
-        shown = {0: "at once", None: "never"}.get(row.payback_launches,
-                                                   f"{row.payback_launches:,}")
+        shown = {0: "at once", None: "never"}.get(row.payback_launches)
+        shown = shown or f"{row.payback_launches:,}"
         print_row(row.label, f"{row.build_ms:.1f}", row.calls, f"{row.kernel_ms:.4f}",
                   row.percent_of_copy and f"{row.percent_of_copy:.1f}",
                   f"{row.kernel_ms / lto.kernel_ms:.2f}x", shown)

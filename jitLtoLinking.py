@@ -95,10 +95,11 @@ def polynomial(coefficients):
     return lambda x: np.maximum((c0 * x + c1) * x + c2, np.float32(0))
 
 
+# Each plug-in: NVRTC's name for it, its source, NumPy's reference
 DEFAULT_PLUGIN = Plugin("default_plugin.cu", DEFAULT_PLUGIN_SOURCE,
-                        polynomial([1, 3, -1]))
+                        reference=polynomial([1, 3, -1]))
 SWAP_PLUGIN = Plugin("swap_plugin.cu", SWAP_PLUGIN_SOURCE,
-                     lambda x: np.tanh(x) + np.float32(0.5) * x)
+                     reference=lambda x: np.tanh(x) + np.float32(0.5) * x)
 PARAMETERS_PLUGIN = Plugin("parameters_plugin.cu",
                            PARAMETERS_PLUGIN_SOURCE)
 NEW_COEFFICIENTS = np.float32([0.5, -2, 0.25])  # step [4] writes them
@@ -110,13 +111,11 @@ NEW_COEFFICIENTS = np.float32([0.5, -2, 0.25])  # step [4] writes them
 def compile_ptx(source: str, arch: str, name="library.cu",
                 include_path=None, logs=None) -> ObjectCode:
     """[1] One module compiled on its own to relocatable PTX."""
-    # -rdc: the library may call what only the plug-in defines; the
-    # linker fills in its address. -minimal: no textures, half the time.
+    # -rdc: the library may call what only the plug-in defines, and the
+    # link resolves the call.
     options = ProgramOptions(arch=arch, relocatable_device_code=True,
-                             minimal=True, name=name,
-                             include_path=include_path)
-    program = Program(source, "c++", options)
-    return program.compile("ptx", logs=logs)
+                             name=name, include_path=include_path)
+    return Program(source, "c++", options).compile("ptx", logs=logs)
 
 
 def link_ptx(arch: str, library_ptx, plugin_ptx) -> ObjectCode:
@@ -132,10 +131,9 @@ def compile_ltoir(source: str, arch: str, name="library.cu",
     # -dlto: LTO-IR, the optimizer's own input, instead of PTX, so that
     # nvJitLink optimizes the modules as one and inlines across them.
     options = ProgramOptions(arch=arch, relocatable_device_code=True,
-                             link_time_optimization=True, minimal=True,
-                             name=name, include_path=include_path)
-    program = Program(source, "c++", options)
-    return program.compile("ltoir", logs=logs)
+                             link_time_optimization=True, name=name,
+                             include_path=include_path)
+    return Program(source, "c++", options).compile("ltoir", logs=logs)
 
 
 def link_lto(arch: str, library_ltoir, plugin_ltoir) -> ObjectCode:
@@ -151,37 +149,8 @@ def elapsed_ms(start: float) -> float:
     return (time.perf_counter() - start) * 1e3
 
 
-def compile_plugin(plugin: Plugin, arch: str, lto: bool, logs=None):
-    """A C++ plug-in compiled by NVRTC to LTO-IR or PTX, with CUDA's
-    headers (jitLtoPythonPlugin.py compiles Python ones)."""
-    if lto:
-        return compile_ltoir(plugin.source, arch, plugin.name,
-                             CUDA_HEADERS, logs)
-    return compile_ptx(plugin.source, arch, plugin.name, CUDA_HEADERS,
-                       logs)
-
-
-def link_plugin(how: str, plugin: Plugin, arch: str, library, lto: bool,
-                compile=compile_plugin) -> Build:
-    """The plug-in compiled to PTX or LTO-IR, then linked with the
-    library's, each timed; what NVRTC and nvJitLink say, shown."""
-    label = f"{how} {plugin.label}".strip()
-    with tool_output(label, plugin.name, library.name) as log:
-        start = time.perf_counter()
-        code = compile(plugin, arch, lto, log)
-        compile_ms = elapsed_ms(start)
-        start = time.perf_counter()
-        if lto:
-            cubin = link_lto(arch, library, code)
-        else:
-            cubin = link_ptx(arch, library, code)
-    return Build(label, arch, cubin, library, code, compile_ms,
-                 elapsed_ms(start))
-
-
-# ==== The steps: each plug-in linked, launched and checked
-def ptx_linking(arch: str, plugins, gpu,
-                compile=compile_plugin) -> list[Build]:
+# ==== The steps: each plug-in compiled, linked, launched and checked
+def ptx_linking(arch: str, plugins, gpu) -> list[Build]:
     """[1] Library and plug-ins compiled to PTX, then linked."""
     print("\n[1] PTX linking (no LTO)")
     try:
@@ -189,26 +158,43 @@ def ptx_linking(arch: str, plugins, gpu,
     except RuntimeError as error:  # no driver: cuda.core asks it
         if gpu:
             raise
-        print(f"  [ptx] skipped: cuda.core asks the driver which PTX "
-              f"version to emit ({error})")
+        print(f"  [ptx] skipped: to compile PTX, cuda.core asks the "
+              f"driver for its version ({error})")
         return []
     builds = []
     for plugin in plugins:
-        build = link_plugin("ptx", plugin, arch, library_ptx, False,
-                            compile)
+        label = f"ptx {plugin.label}".strip()
+        with tool_output(label, plugin.name, library_ptx.name) as log:
+            start = time.perf_counter()
+            plugin_ptx = compile_ptx(plugin.source, arch, plugin.name,
+                                     CUDA_HEADERS, log)
+            compile_ms = elapsed_ms(start)
+            start = time.perf_counter()
+            cubin = link_ptx(arch, library_ptx, plugin_ptx)
+        build = Build(label, arch, cubin, library_ptx, plugin_ptx,
+                      compile_ms, elapsed_ms(start))
         builds.append(check(build, plugin.reference, gpu))
     return builds
 
 
-def lto_linking(arch: str, library_ltoir, plugins, gpu, ptx_builds,
-                compile=compile_plugin) -> list[Build]:
+def lto_linking(arch: str, library_ltoir, plugins, gpu,
+                ptx_builds) -> list[Build]:
     """[2] Each plug-in compiled to LTO-IR, linked with the library's;
     checked against NumPy, or else its build from [1]."""
     print("\n[2] LTO linking (link-time optimization)")
     builds = []
+    # zip_longest: no ptx builds where [1] was skipped
     for plugin, ptx_build in zip_longest(plugins, ptx_builds):
-        build = link_plugin("lto", plugin, arch, library_ltoir, True,
-                            compile)
+        label = f"lto {plugin.label}".strip()
+        with tool_output(label, plugin.name, library_ltoir.name) as log:
+            start = time.perf_counter()
+            plugin_ltoir = compile_ltoir(plugin.source, arch, plugin.name,
+                                         CUDA_HEADERS, log)
+            compile_ms = elapsed_ms(start)
+            start = time.perf_counter()
+            cubin = link_lto(arch, library_ltoir, plugin_ltoir)
+        build = Build(label, arch, cubin, library_ltoir, plugin_ltoir,
+                      compile_ms, elapsed_ms(start))
         builds.append(check(build, plugin.reference, gpu, ptx_build))
     return builds
 
@@ -217,8 +203,13 @@ def plugin_swap(arch: str, library_ltoir, gpu) -> Build:
     """[3] The library's LTO-IR from [2] linked with another plug-in:
     only the plug-in is compiled."""
     print("\n[3] Plug-in swap")
-    build = link_plugin("swap", SWAP_PLUGIN, arch, library_ltoir,
-                        lto=True)
+    start = time.perf_counter()
+    plugin_ltoir = compile_ltoir(SWAP_PLUGIN.source, arch, SWAP_PLUGIN.name)
+    compile_ms = elapsed_ms(start)
+    start = time.perf_counter()
+    cubin = link_lto(arch, library_ltoir, plugin_ltoir)
+    build = Build("swap", arch, cubin, library_ltoir, plugin_ltoir,
+                  compile_ms, elapsed_ms(start))
     return check(build, SWAP_PLUGIN.reference, gpu)
 
 
@@ -226,17 +217,23 @@ def set_parameters(arch: str, library_ltoir, gpu) -> Build:
     """[4] The parameters plug-in linked once; new coefficients written
     into its linked code, launched and checked: no compile, no link."""
     print("\n[4] Parameters set at run time")
-    build = link_plugin("parameters", PARAMETERS_PLUGIN, arch,
-                        library_ltoir, lto=True)
+    start = time.perf_counter()
+    plugin_ltoir = compile_ltoir(PARAMETERS_PLUGIN.source, arch,
+                                 PARAMETERS_PLUGIN.name)
+    compile_ms = elapsed_ms(start)
+    start = time.perf_counter()
+    cubin = link_lto(arch, library_ltoir, plugin_ltoir)
+    build = Build("parameters", arch, cubin, library_ltoir, plugin_ltoir,
+                  compile_ms, elapsed_ms(start))
     note = f"coefficients = {', '.join(map(str, NEW_COEFFICIENTS))}"
-    if gpu:
-        build.cubin.get_kernel("apply_transform")  # loaded: write alone
-        start = time.perf_counter()
-        write_parameters(build.cubin, "coefficients", NEW_COEFFICIENTS,
-                         gpu.stream)
-        gpu.stream.sync()
-        note += (f" written into the linked code in {elapsed_ms(start):.2f}"
-                 " ms: no compile, no link")
+    if not gpu:
+        return check(build, None, gpu, note=f"{note} not written (no GPU)")
+    cubin.get_kernel("apply_transform")  # loaded first: the write is timed
+    start = time.perf_counter()  # alone (a first write loads the code)
+    write_parameters(cubin, "coefficients", NEW_COEFFICIENTS, gpu.stream)
+    gpu.stream.sync()
+    note += (f" written into the linked code in {elapsed_ms(start):.2f} "
+             "ms: no compile, no link")
     return check(build, polynomial(NEW_COEFFICIENTS), gpu, note=note)
 
 
@@ -247,11 +244,12 @@ def write_parameters(cubin: ObjectCode, name: str, values, stream) -> None:
     finds it (the current device's copy) in cubin.handle, a CUlibrary."""
     error, address, size = driver.cuLibraryGetGlobal(cubin.handle,
                                                      name.encode())
+    if not error and size == values.nbytes:
+        error, = driver.cuMemcpyHtoDAsync(address, values.ctypes.data,
+                                          size, stream.handle)
     if error or size != values.nbytes:
-        raise SampleError(f"{name}: {values.nbytes} bytes cannot be "
-                          f"written ({error}, {size} bytes)")
-    driver.cuMemcpyHtoDAsync(address, values.ctypes.data, size,
-                             stream.handle)
+        raise SampleError(f"{name} ({size} bytes): {values.nbytes} bytes "
+                          f"could not be written ({error})")
 
 
 # ==== Launch and verify

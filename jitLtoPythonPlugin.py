@@ -16,13 +16,16 @@ for the CPU (numba.vectorize), or else against its ptx build.
 import os
 import runpy
 import sys
+import time
 import types
+from itertools import zip_longest
 
-from jitLtoLinking import (LIBRARY_SOURCE, Plugin, command_line,
-                           compile_ltoir, finish, gpu_arch, lto_linking,
-                           ptx_linking)
+from jitLtoLinking import (LIBRARY_SOURCE, check, command_line,
+                           compile_ltoir, compile_ptx, elapsed_ms, finish,
+                           link_lto, link_ptx)
 from cuda.core import ObjectCode
-from jitlto_build import SampleError, run_command
+from jitlto_build import (Build, Plugin, SampleError, gpu_arch, run_command,
+                          tool_output)
 from jitlto_gpu import open_gpu
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -56,11 +59,10 @@ def load_plugin(path: str) -> Plugin:
         reference = numba.vectorize(["float32(float32)"])(function)
     except Exception:  # noqa: BLE001 -- a helper only the GPU runs
         reference = None
-    return Plugin(path, function, reference, os.path.basename(path))
+    return Plugin(path, function, reference, label=os.path.basename(path))
 
 
-def compile_python(plugin: Plugin, arch: str, lto: bool,
-                   logs=None) -> ObjectCode:
+def compile_python(plugin: Plugin, arch: str, lto: bool) -> ObjectCode:
     """The plug-in's user_transform compiled by numba-cuda to LTO-IR or
     PTX, as the C function user_transform of one float32 (cc given: no
     driver is asked)."""
@@ -77,6 +79,24 @@ def compile_python(plugin: Plugin, arch: str, lto: bool,
     if lto:
         return ObjectCode.from_ltoir(code, name=plugin.name)
     return ObjectCode.from_ptx(code.encode(), name=plugin.name)
+
+
+def link_python(how: str, plugin: Plugin, arch: str, library,
+                lto: bool) -> Build:
+    """The plug-in compiled by numba-cuda, then linked with the library's
+    by the lesson's link_lto or link_ptx: each timed."""
+    label = f"{how} {plugin.label}"
+    start = time.perf_counter()
+    code = compile_python(plugin, arch, lto)
+    compile_ms = elapsed_ms(start)
+    with tool_output(label, plugin.name, library.name):
+        start = time.perf_counter()
+        if lto:
+            cubin = link_lto(arch, library, code)
+        else:
+            cubin = link_ptx(arch, library, code)
+    return Build(label, arch, cubin, library, code, compile_ms,
+                 elapsed_ms(start))
 
 
 def parse_args(argv=None):
@@ -102,10 +122,21 @@ def main(argv=None) -> int:
     plugins = [load_plugin(path) for path in paths]
     with open_gpu(args.device, args.elements, args.compile_only) as gpu:
         arch = args.arch or f"sm_{gpu.device.arch}"
-        ptx_builds = ptx_linking(arch, plugins, gpu, compile_python)
         library_ltoir = compile_ltoir(LIBRARY_SOURCE, arch)
-        lto_builds = lto_linking(arch, library_ltoir, plugins, gpu,
-                                 ptx_builds, compile_python)
+        print("\n[1] PTX linking (no LTO)")
+        ptx_builds = []
+        if not gpu:  # cuda.core asks the driver to compile to PTX
+            print("  [ptx] skipped: --compile-only")
+        else:
+            library_ptx = compile_ptx(LIBRARY_SOURCE, arch)
+            for plugin in plugins:
+                build = link_python("ptx", plugin, arch, library_ptx, False)
+                ptx_builds.append(check(build, plugin.reference, gpu))
+        print("\n[2] LTO linking (link-time optimization)")
+        lto_builds = []
+        for plugin, ptx_build in zip_longest(plugins, ptx_builds):
+            build = link_python("lto", plugin, arch, library_ltoir, True)
+            lto_builds.append(check(build, plugin.reference, gpu, ptx_build))
     return finish([*ptx_builds, *lto_builds], gpu)
 
 

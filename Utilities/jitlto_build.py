@@ -100,7 +100,8 @@ def tool_output(label: str, plugin: str, library: str):
         if tool == "nvJitLinkError":
             hints += ("\nhint: a library's LTO-IR (lto.library.ltoir, as --emit writes "
                       "it) links for the GPU it was made for or a newer one, by an "
-                      "nvJitLink of its CUDA version or a newer one")
+                      "nvJitLink of its CUDA major version as new as the NVRTC that made "
+                      "it, or newer")
         raise SampleError(f"[{label}] {plugin} and {library} did not build:\n{words}"
                           f"{hints}") from None
 
@@ -155,7 +156,7 @@ class Build:
         if self.calls:
             sites = "call site" if self.calls == 1 else "call sites"
             self.user_transform = f"still a call ({self.calls} {sites})"
-        elif "user_transform" in functions:
+        elif any(name.endswith("user_transform") for name in functions):  # kept
             self.user_transform = "still a function the kernel calls"
         else:
             self.user_transform = "inlined (0 calls left)"

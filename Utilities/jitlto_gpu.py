@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Copyright (c) 2026, the jitLtoLinking authors
-"""The GPU and the checks: the device, a stream CuPy shares, the input drawn on it;
+"""The GPU and the checks: the device, a stream CuPy shares, the random input on it;
 each output poisoned, launched into and checked element by element against NumPy's
 values, a piece at a time on every core."""
 
@@ -16,7 +16,7 @@ from cuda.core import Buffer, Device, Stream
 from cuda_samples_utils import print_gpu_info
 from jitlto_build import SampleError
 
-PIECE = 1 << 22  # elements a host thread draws or checks at a time
+PIECE = 1 << 20  # elements a host thread draws or checks at a time
 POISON_BITS = 0x7FC0DEAD  # a NaN no arithmetic makes: an element never written
 
 
@@ -82,8 +82,9 @@ def open_gpu(index: int, elements: int, compile_only=False):
 
 
 def on_every_core(work, count: int) -> list:
-    """[work(start, stop) for each piece of range(count)], a thread per core."""
-    with ThreadPoolExecutor(os.cpu_count()) as pool:
+    """[work(start, stop) for each piece of range(count)], a thread per core (16 at
+    most: each holds a few pieces' worth of host memory)."""
+    with ThreadPoolExecutor(min(16, len(os.sched_getaffinity(0)))) as pool:
         return list(pool.map(lambda start: work(start, min(start + PIECE, count)),
                              range(0, count, PIECE)))
 
@@ -107,9 +108,9 @@ def poison(array: cp.ndarray, stream: Stream) -> None:
 
 def verify(gpu: Gpu, launch, reference=None, cross_check=None,
            against="NumPy reference") -> Verification:
-    """launch(stream, d_in, d_out) into gpu.d_out, poisoned first; each element then
-    checked against reference(x), NumPy's values (`against` names them), or else the
-    output of cross_check (another build's launch), or else for being written."""
+    """launch(stream, d_in, d_out) into gpu.d_out, poisoned first; each element checked
+    against reference(x), NumPy's values, or else cross_check's output, or else only
+    for being written."""
     if reference is not None:
         against = f"verified against {against}"
     elif cross_check:
@@ -122,11 +123,12 @@ def verify(gpu: Gpu, launch, reference=None, cross_check=None,
     launch(gpu.stream, gpu.d_in, gpu.d_out)
     gpu.stream.sync()
 
-    def check(start: int, stop: int) -> tuple:  # bad, first bad, largest error
+    def check_piece(start: int, stop: int) -> tuple:  # bad, first bad, largest error
         with gpu.d_out.device:  # this thread's current device too
             got = gpu.d_out[start:stop].get()
             expected = (reference(gpu.x[start:stop]) if reference is not None else
-                        gpu.d_expected[start:stop].get() if cross_check else got)
+                        gpu.d_expected[start:stop].get() if cross_check else
+                        got)  # itself: only the never-written (poisoned) fail
         with np.errstate(invalid="ignore"):
             error = np.abs(got - expected)
         if error.max() <= 1e-5:  # within every bound (NaN: not)
@@ -136,7 +138,7 @@ def verify(gpu: Gpu, launch, reference=None, cross_check=None,
         return (bad.size, start + int(bad[0]) if bad.size else None,
                 float(np.max(error, initial=0.0, where=np.isfinite(error))))
 
-    parts = on_every_core(check, gpu.d_out.size)
+    parts = on_every_core(check_piece, gpu.d_out.size)
     first_bad = next((part[1] for part in parts if part[1] is not None), None)
     return Verification(gpu.d_out.size, sum(part[0] for part in parts), first_bad,
                         max(part[2] for part in parts), against)

@@ -1,6 +1,6 @@
 // __constant__ data and a helper function: a small lookup table in constant
 // memory, read by a static helper. The library sees only user_transform; the
-// host can write the table after linking (--set kSteps=...), as it is not static.
+// host can write the table after linking (write_parameters), as it is not static.
 __constant__ float kSteps[4] = {-1.0f, 0.0f, 0.5f, 2.0f};
 
 static __device__ float nearest_step(float x)

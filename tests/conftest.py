@@ -1,33 +1,71 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Copyright (c) 2026, the jitLtoLinking authors
-"""Tests marked gpu (numba) skip, with the reason, without a GPU (numba-cuda); shared builds."""
+"""What the tests share: the scripts imported (the lesson puts Utilities on sys.path) or
+run as a user runs them; GPU tests skip with the reason where there is no GPU."""
+
+import importlib
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
-from helpers import ARCH, GPU_PROBLEM, lto_build, run_sample, sample
+from cuda.bindings import nvrtc
+from cuda.core import Device
+
+ROOT = Path(__file__).resolve().parent.parent
+FAILING = Path(__file__).resolve().parent / "plugins"  # plug-ins that fail, on purpose
+EXAMPLES = sorted(str(path) for path in (ROOT / "plugins").glob("*.cu"))
+ARCHS = [f"sm_{number}" for number in nvrtc.nvrtcGetSupportedArchs()[1]]
+sys.path.insert(0, str(ROOT))
+sample = importlib.import_module("jitLtoLinking")
+study = importlib.import_module("jitLtoBenchmark")
+try:
+    GPU_PROBLEM = None if Device.get_all_devices() else "the CUDA driver sees no GPU"
+except Exception as error:  # noqa: BLE001 -- no driver, or one that cannot start
+    GPU_PROBLEM = f"no usable CUDA driver or GPU ({str(error).strip()})"
+try:
+    import numba.cuda  # noqa: F401
+    NUMBA_PROBLEM = None
+except Exception as error:  # noqa: BLE001 -- missing, or not for this NumPy
+    NUMBA_PROBLEM = f"needs numba-cuda ({type(error).__name__}: {error})"
 
 
 def pytest_collection_modifyitems(config, items):
-    try:  # why Python plug-ins cannot be built here
-        import numba.cuda  # noqa: F401
-        numba_problem = None
-    except Exception as error:
-        numba_problem = f"needs numba-cuda ({type(error).__name__}: {error})"
-    reasons = {"gpu": GPU_PROBLEM and f"needs a GPU: {GPU_PROBLEM}", "numba": numba_problem}
+    reasons = {"gpu": GPU_PROBLEM and f"needs a GPU: {GPU_PROBLEM}", "numba": NUMBA_PROBLEM}
     for item in items:
         for marker, reason in reasons.items():
             if reason and marker in item.keywords:
                 item.add_marker(pytest.mark.skip(reason=reason))
 
 
-@pytest.fixture(scope="session")
-def default_lto():  # the lesson's step [2] for the default plug-in, for sm_90
-    return lto_build(sample.DEFAULT_PLUGIN, ARCH)
+def run(*args, script="jitLtoLinking.py", **options) -> subprocess.CompletedProcess:
+    """A script of the sample run as a user runs it, Ctrl-C as Python has it by default
+    (whatever pytest was started with); its text output."""
+    return subprocess.run([sys.executable, str(ROOT / script), *map(str, args)],
+                          capture_output=True, text=True, timeout=900,
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+                          env={**os.environ, "PYTHONUNBUFFERED": "1",
+                               **options.pop("env", {})}, **options)
+
+
+def assert_fails(result, code: int, *phrases: str) -> None:
+    """The run ended with `code`, said every phrase in one message, and no traceback."""
+    said = result.stdout + result.stderr
+    assert result.returncode == code and "Traceback" not in said, said
+    for phrase in phrases:
+        assert phrase in result.stderr, f"{phrase!r} not in:\n{result.stderr}"
+
+
+def report(out: str, label: str) -> list[str]:
+    """The report lines of the build `label` ("lto", "lto mine.cu", ...)."""
+    return [line for line in out.splitlines() if line.startswith(f"  [{label}] ")]
 
 
 @pytest.fixture(scope="session")
-def shipped(tmp_path_factory):
-    """The library's LTO-IR for sm_75, made as the README says: --compile-only --emit DIR."""
-    emit = tmp_path_factory.mktemp("ship") / "lib"
-    result = run_sample("--compile-only", "--arch", "sm_75", "--emit", str(emit))
-    assert result.returncode == 0, result.stdout + result.stderr
-    return emit / "library.ltoir"
+def shipped(tmp_path_factory) -> Path:
+    """The library's LTO-IR for sm_75, made as the README says."""
+    folder = tmp_path_factory.mktemp("ship") / "lib"
+    assert sample.main(["--compile-only", "--arch", "sm_75", "--emit", str(folder)]) == 0
+    return folder / "lto.library.ltoir"
