@@ -35,11 +35,15 @@ class SampleError(Exception):
 
 # ==== The command line's checks, as argparse types: a usage error is exit 2 ====
 def gpu_arch(text: str) -> str:
-    """--arch: sm_XX, or its sm_XXa or sm_XXf form, for a GPU NVRTC builds for."""
+    """--arch: sm_XX as NVRTC lists them, or the form for one GPU (from sm_90a) or
+    one family of GPUs (from sm_100f)."""
     numbers = nvrtc.nvrtcGetSupportedArchs()[1]
-    if text.removeprefix("sm_").rstrip("af") not in map(str, numbers):
+    forms = [f"sm_{number}{suffix}" for number in numbers
+             for suffix in ("", "a" * (number >= 90), "f" * (number >= 100))]
+    if text not in forms:
         raise argparse.ArgumentTypeError(
-            f"{text}: NVRTC builds for sm_{', sm_'.join(map(str, numbers))}")
+            f"{text}: NVRTC builds for sm_{', sm_'.join(map(str, numbers))} "
+            "(and sm_90a, sm_100a, sm_100f and the like)")
     return text
 
 

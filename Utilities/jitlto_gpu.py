@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import cupy as cp
 import numpy as np
+from cuda.bindings import nvrtc
 from cuda.core import Buffer, Device, Stream
 from cuda_samples_utils import print_gpu_info
 from jitlto_build import SampleError
@@ -60,6 +61,8 @@ def open_gpu(index: int, elements: int, compile_only=False):
                           f"{len(devices)} GPU(s)", 2 if devices else 77)
     device = devices[index]
     print_gpu_info(device)
+    if int(device.arch) not in nvrtc.nvrtcGetSupportedArchs()[1]:
+        raise SampleError(f"this NVRTC does not build for sm_{device.arch}", 77)
     device.set_current()
     needed, free = 12 * elements + (1 << 30), cp.cuda.runtime.memGetInfo()[0]
     if needed > free:  # 3 float32 arrays, and 1 GiB to spare

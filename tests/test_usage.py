@@ -23,6 +23,8 @@ USAGE_ERRORS = [  # the script, what is typed, what it says
     (LESSON, ["--compile-only"], "--compile-only and --arch go together"),
     (LESSON, ["--compile-only", "--arch", "sm_91"], "argument --arch: sm_91: NVRTC builds for "
                                                     "sm_75, "),
+    (LESSON, ["--compile-only", "--arch", "sm_75a"], "argument --arch: sm_75a: NVRTC builds"),
+    (LESSON, ["--compile-only", "--arch", "90"], "argument --arch: 90: NVRTC builds"),
     (LESSON, ["--no-such-option"], "unrecognized arguments: --no-such-option"),
     (LESSON, [*BUILD, "--plugin", "nosuch.cu"], "--plugin nosuch.cu: cannot be read (No such"),
     (LESSON, [*BUILD, "--plugin", "mine.py"], "--plugin mine.py: is Python: run "
