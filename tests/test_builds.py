@@ -123,14 +123,13 @@ def test_the_numpy_references_are_the_plugins_formulas_in_float32():
 
 WRONG = DEFINE.replace("float", "double")
 FAILS = {  # a plug-in (tests/plugins/NAME, or the source given): what its run says
-    "typo.cu": (None, ["[lto", "typo.cu and library.cu did not build:",
-                       "Unresolved extern function 'user_transform'",
+    "typo.cu": (None, ["'user_transform'",
                        'hint: the library calls extern "C" __device__ float user_transform']),
     "syntax_error.cu": (None, ["syntax_error.cu(4): error"]),
     "wrong_signature.cu": (None, ['"user_transform" has "C" linkage', "wrong_signature.cu(2)",
                                   "float user_transform(float x)"]),
     "inline.cu": (DEFINE.replace("float", "__forceinline__ float", 1) + "{ return x; }",
-                  ["Unresolved extern function 'user_transform'", "not inline"]),
+                  ["'user_transform'", "not inline"]),
     "bé.cu": (DEFINE + "\n{ return x +; }", ["bé.cu(2): error"]),  # the name as typed
 }
 
@@ -143,7 +142,9 @@ def test_a_plugin_that_fails_is_one_message_naming_it_with_the_tool_s_words(tmp_
         path = tmp_path / name
         path.write_text(source)
     result = run("--compile-only", "--arch", "sm_90", "--plugin", path)
-    assert_fails(result, 1, f"jitLtoLinking.py: error: [lto {path}] ", *phrases)
+    assert_fails(result, 1, f" {path}] {path} and library.cu did not build:", *phrases)
+    assert re.match(rf"jitLtoLinking.py: error: \[(ptx|lto) {re.escape(str(path))}\]",
+                    result.stderr), result.stderr  # [1] first with a driver, else [2]
     assert result.stderr.count("jitLtoLinking.py:") == 1 and "\0" not in result.stderr
 
 
@@ -187,7 +188,7 @@ def test_emit_writes_each_build_s_code_as_new_files_named_for_it(tmp_path, shipp
     names = {path.name for path in out.iterdir()}
     assert {f"{label}.cubin", f"{label}.plugin.ltoir", f"{label}.linked.ptx", "swap.cubin",
             "parameters.linked.ptx"} <= names
-    assert not any(".library." in name for name in names), "your --library is yours"
+    assert not any(name.endswith(".library.ltoir") for name in names), "your --library is yours"
     ptx = (out / f"{label}.linked.ptx").read_bytes()
     assert b".entry apply_transform" in ptx and b"user_transform" not in ptx and b"\0" not in ptx
     (tmp_path / "lib").mkdir()
@@ -211,5 +212,5 @@ def test_the_readme_s_program_builds_for_sm_90_without_a_gpu_and_inlines_the_plu
 
 def test_payback_is_launches_rounded_up_at_once_or_never():
     assert study.payback(100.0, 0.3) == 334
-    assert study.payback(0.0, 0.3) == 0 and study.payback(-5.0, -1.0) == 0  # at once
-    assert study.payback(100.0, 0.0) is None and study.payback(1.0, -0.1) is None  # never
+    assert study.payback(0.0, 0.3) == study.payback(-5.0, 0.0) == 0  # at once
+    assert study.payback(100.0, 0.0) is None and study.payback(-5.0, -0.1) is None  # never
