@@ -44,14 +44,9 @@ class Verification:
     against: str  # what the output was checked against
 
 
-@contextlib.contextmanager
-def open_gpu(index: int, elements: int, compile_only=False):
-    """GPU `index` with the input drawn on it, given back after (None: --compile-only)."""
-    if elements < 1:
-        raise SampleError(f"--elements {elements}: at least 1", 2)
-    if compile_only:
-        yield None
-        return
+def usable_device(index: int) -> Device:
+    """GPU `index`, its name and compute capability printed, if the driver sees it
+    and NVRTC builds for it."""
     try:
         devices = Device.get_all_devices()  # cuda.core loads the driver here
     except Exception as error:  # noqa: BLE001 -- no driver, or one that cannot start
@@ -59,28 +54,38 @@ def open_gpu(index: int, elements: int, compile_only=False):
     if not 0 <= index < len(devices):
         raise SampleError(f"--device {index} does not exist; the driver sees "
                           f"{len(devices)} GPU(s)", 2 if devices else 77)
-    device = devices[index]
-    print_gpu_info(device)
-    if int(device.arch) not in nvrtc.nvrtcGetSupportedArchs()[1]:
-        raise SampleError(f"this NVRTC does not build for sm_{device.arch}", 77)
+    print_gpu_info(devices[index])
+    if int(devices[index].arch) not in nvrtc.nvrtcGetSupportedArchs()[1]:
+        raise SampleError(f"this NVRTC does not build for sm_{devices[index].arch}", 77)
+    return devices[index]
+
+
+@contextlib.contextmanager
+def open_gpu(index: int, elements: int, compile_only=False):
+    """GPU `index` with the random input on it, given back after (None: --compile-only)."""
+    if elements < 1:
+        raise SampleError(f"--elements {elements}: at least 1", 2)
+    if compile_only:
+        yield None
+        return
+    device = usable_device(index)
     device.set_current()
     needed, free = 12 * elements + (1 << 30), cp.cuda.runtime.memGetInfo()[0]
     if needed > free:  # 3 float32 arrays, and 1 GiB to spare
         raise SampleError(f"--elements {elements:,} needs {needed / 2**30:.1f} GiB of GPU "
                           f"memory; {free / 2**30:.1f} GiB is free", 2)
-    stream = device.create_stream()
-    gpu = Gpu(device, stream, None, None, None, None)
+    stream, gpu = device.create_stream(), None
     try:
         with cp.cuda.Stream.from_external(stream):  # the CUDA stream protocol
-            gpu.d_in, gpu.d_out, gpu.d_expected = (cp.empty(elements, np.float32)
-                                                   for _ in range(3))
-            gpu.x = standard_normal(elements)
-            gpu.d_in.set(gpu.x)
+            x = standard_normal(elements)
+            gpu = Gpu(device, stream, x, cp.asarray(x), cp.empty(elements, np.float32),
+                      cp.empty(elements, np.float32))
             yield gpu
     finally:
         stream.sync()
         stream.close()
-        gpu.d_in = gpu.d_out = gpu.d_expected = None  # back to the driver now
+        if gpu:  # its arrays back to the driver now
+            gpu.d_in = gpu.d_out = gpu.d_expected = None
         cp.get_default_memory_pool().free_all_blocks()
 
 
