@@ -110,7 +110,7 @@ class Library:
     name: str  # "map", "quadrature": its builds' labels start with it
     kernel: str
     source: str  # the contract, or the pointer switch, goes in front
-    check: object  # check(gpu, launch, reference, cross_check, against)
+    check: object  # check(gpu, launch, reference, cross_check)
 
 
 @dataclass(eq=False)
@@ -168,7 +168,7 @@ def every_build(library: Library, plugin: Plugin, arch: str) -> list[Row]:
     return rows
 
 
-def check_integral(gpu, launch, reference, cross_check, against=None):
+def check_integral(gpu, launch, reference, cross_check):
     """Every output against the cross_check build's; given a reference, 4,096 of
     them against NumPy's quadrature in float64, within a bound: 2^-24 of h sum|f|
     for each of the 256 float32 additions, and 1e-5 + 1e-5 |f| per point, as the

@@ -21,7 +21,7 @@ import time
 from functools import partial
 from itertools import zip_longest
 
-# The sample's helpers: the Utilities folder beside this file
+# The sample's helpers, in Utilities beside this file
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 "Utilities"))
 try:
@@ -95,19 +95,19 @@ def polynomial(coefficients):
     return lambda x: np.maximum((c0 * x + c1) * x + c2, np.float32(0))
 
 
-# Each plug-in: NVRTC's name for it, its source, NumPy's reference
+# Each plug-in: NVRTC's name, the source, NumPy's reference
 DEFAULT_PLUGIN = Plugin("default_plugin.cu", DEFAULT_PLUGIN_SOURCE,
                         reference=polynomial([1, 3, -1]))
 SWAP_PLUGIN = Plugin("swap_plugin.cu", SWAP_PLUGIN_SOURCE,
                      reference=lambda x: np.tanh(x) + np.float32(0.5) * x)
 PARAMETERS_PLUGIN = Plugin("parameters_plugin.cu",
                            PARAMETERS_PLUGIN_SOURCE)
-NEW_COEFFICIENTS = np.float32([0.5, -2, 0.25])  # step [4] writes them
+NEW_COEFFICIENTS = np.float32([0.5, -2, 0.25])  # [4] writes them
 
 
-# ==== Compile, then link: cuda.core, every option written out
+# ==== Compile, then link: cuda.core, each option written out
 # name: NVRTC's for the source; include_path: where CUDA's headers are;
-# logs: where NVRTC's warnings go (anything with a write method).
+# logs: where NVRTC's warnings go (any object with write()).
 def compile_ptx(source: str, arch: str, name="library.cu",
                 include_path=None, logs=None) -> ObjectCode:
     """[1] One module compiled on its own to relocatable PTX."""
@@ -149,7 +149,7 @@ def elapsed_ms(start: float) -> float:
     return (time.perf_counter() - start) * 1e3
 
 
-# ==== The steps: each plug-in compiled, linked, launched and checked
+# ==== The steps: each plug-in compiled, linked and checked
 def ptx_linking(arch: str, plugins, gpu) -> list[Build]:
     """[1] Library and plug-ins compiled to PTX, then linked."""
     print("\n[1] PTX linking (no LTO)")
@@ -228,8 +228,8 @@ def set_parameters(arch: str, library_ltoir, gpu) -> Build:
     note = f"coefficients = {', '.join(map(str, NEW_COEFFICIENTS))}"
     if not gpu:
         return check(build, None, gpu, note=f"{note} not written (no GPU)")
-    cubin.get_kernel("apply_transform")  # loaded first: the write is timed
-    start = time.perf_counter()  # alone (a first write loads the code)
+    cubin.get_kernel("apply_transform")  # loads it: the write timed alone
+    start = time.perf_counter()
     write_parameters(cubin, "coefficients", NEW_COEFFICIENTS, gpu.stream)
     gpu.stream.sync()
     note += (f" written into the linked code in {elapsed_ms(start):.2f} "
@@ -248,8 +248,8 @@ def write_parameters(cubin: ObjectCode, name: str, values, stream) -> None:
         error, = driver.cuMemcpyHtoDAsync(address, values.ctypes.data,
                                           size, stream.handle)
     if error or size != values.nbytes:
-        raise SampleError(f"{name} ({size} bytes): {values.nbytes} bytes "
-                          f"could not be written ({error})")
+        raise SampleError(f"{name} ({size} bytes): {values.nbytes} "
+                          f"bytes not written ({error})")
 
 
 # ==== Launch and verify
