@@ -25,14 +25,12 @@ from jitLtoLinking import (DEFAULT_PLUGIN, PLUGIN_CONTRACT, Plugin,
                            command_line, compile_ltoir, compile_ptx,
                            elapsed_ms, launch_transform, link_lto, link_ptx)
 
-import cupy as cp
 import numpy as np
 from cuda.core import ObjectCode, Program, ProgramOptions
-from cupyx.profiler import benchmark
 from jitlto_build import (CUDA_HEADERS, Build, SampleError, emit_builds,
                           new_folder, print_report, read_plugin, run_command,
                           tool_output)
-from jitlto_gpu import open_gpu, verify
+from jitlto_gpu import compare, open_gpu, poison
 
 # The map: the lesson's contract written for speed. It moves 8 bytes per
 # element, so a device copy of the same bytes is its ceiling.
@@ -98,9 +96,8 @@ extern "C" __device__ float (*library_user_transform_pointer)(float) = user_tran
 
 # The default formula as CuPy's ElementwiseKernel: what a user would
 # otherwise write
-CUPY_DEFAULT_TRANSFORM = cp.ElementwiseKernel(
-    "float32 x", "float32 y", "const float t = x * x + 3.0f * x - 1.0f; "
-    "y = t > 0.0f ? t : 0.0f;")
+CUPY_DEFAULT_TRANSFORM = ("float32 x", "float32 y", "const float t = x * x + 3.0f * x - 1.0f; "
+                          "y = t > 0.0f ? t : 0.0f;")
 
 
 @dataclass
@@ -110,7 +107,7 @@ class Library:
     name: str  # "map", "quadrature": its builds' labels start with it
     kernel: str
     source: str  # the contract, or the pointer switch, goes in front
-    check: object  # check(gpu, launch, reference, cross_check)
+    check: object  # check(gpu, reference): gpu.d_out, as it should be?
 
 
 @dataclass(eq=False)
@@ -168,12 +165,17 @@ def every_build(library: Library, plugin: Plugin, arch: str) -> list[Row]:
     return rows
 
 
-def check_integral(gpu, launch, reference, cross_check):
-    """Every output against the cross_check build's; given a reference, 4,096 of
-    them against NumPy's quadrature in float64, within a bound: 2^-24 of h sum|f|
-    for each of the 256 float32 additions, and 1e-5 + 1e-5 |f| per point, as the
-    map's check."""
-    found = verify(gpu, launch, None, cross_check)
+def check_map(gpu, reference):
+    """The map's output against NumPy's reference, or else the ptx build's."""
+    return compare(gpu.d_out, gpu.x, reference, gpu.d_expected)
+
+
+def check_integral(gpu, reference):
+    """Every output against the ptx build's; given a reference, 4,096 of them
+    against NumPy's quadrature in float64, within a bound: 2^-24 of h sum|f| for
+    each of the 256 float32 additions, and 1e-5 + 1e-5 |f| per point, as the map's
+    check."""
+    found = compare(gpu.d_out, gpu.x, None, gpu.d_expected)
     if reference is None or found.bad:
         return found
     stride = -(-gpu.x.size // 4096)  # every stride-th output
@@ -188,7 +190,7 @@ def check_integral(gpu, launch, reference, cross_check):
                            "quadrature")
 
 
-MAP = Library("map", "apply_transform", MAP_KERNEL, verify)
+MAP = Library("map", "apply_transform", MAP_KERNEL, check_map)
 QUADRATURE = Library("quadrature", "integrate_transform", QUADRATURE_KERNEL,
                      check_integral)
 
@@ -203,6 +205,8 @@ def launch_study(kernel, stream, d_in, d_out) -> None:
 def kernel_ms(launch, gpu) -> float:
     """The median of 100 launches after 100 (the clocks rise from idle), timed by
     CUDA events."""
+    from cupyx.profiler import benchmark  # CuPy: imported once the GPU is open
+
     timing = benchmark(launch, (gpu.stream, gpu.d_in, gpu.d_out), n_repeat=100,
                        n_warmup=100, name="kernel")
     return float(np.median(timing.gpu_times) * 1e3)
@@ -231,14 +235,18 @@ def time_and_check(library: Library, plugin: Plugin, arch: str, gpu,
     stay up while they are), then checked against the reference, or else the ptx
     build's output; its payback over the ptx build; a row of the table each."""
     rows = every_build(library, plugin, arch)
-    launches = [partial(launch_study, row.cubin.get_kernel(library.kernel))
-                for row in rows]
-    for row, launch in zip(rows, launches, strict=True):
-        row.kernel_ms = kernel_ms(launch, gpu)
+    kernels = [row.cubin.get_kernel(library.kernel) for row in rows]
+    for row, kernel in zip(rows, kernels, strict=True):
+        row.kernel_ms = kernel_ms(partial(launch_study, kernel), gpu)
     ptx, lto = rows[:2]
-    for row, launch in zip(rows, launches, strict=True):
-        row.verification = library.check(gpu, launch, plugin.reference,
-                                         None if row is ptx else launches[0])
+    poison(gpu.d_expected, gpu.stream)  # the ptx build's output, kept
+    launch_study(kernels[0], gpu.stream, gpu.d_in, gpu.d_expected)
+    for row, kernel in zip(rows, kernels, strict=True):
+        # A NaN no arithmetic makes: an element never written stays one
+        poison(gpu.d_out, gpu.stream)
+        launch_study(kernel, gpu.stream, gpu.d_in, gpu.d_out)
+        gpu.stream.sync()
+        row.verification = library.check(gpu, plugin.reference)
         row.payback_launches = payback(row.build_ms - ptx.build_ms,
                                        ptx.kernel_ms - row.kernel_ms)
         if library is MAP:
@@ -258,9 +266,6 @@ def device_copy(stream, d_in, d_out) -> None:
     d_out.data.copy_from_device_async(d_in.data, d_in.nbytes)
 
 
-def cupy_transform(stream, d_in, d_out) -> None:
-    """CuPy's kernel of the default formula, on CuPy's current stream (the GPU's)."""
-    CUPY_DEFAULT_TRANSFORM(d_in, d_out)
 
 
 def study(plugins: list[Plugin], gpu, elements: int) -> tuple[list[Row], dict]:
@@ -280,11 +285,17 @@ def study(plugins: list[Plugin], gpu, elements: int) -> tuple[list[Row], dict]:
               "payback")
     rows = []
     for plugin in plugins:
-        with tool_output(plugin.label, plugin.name, "the study's libraries"):
+        with tool_output(plugin.label, plugin, "the study's libraries"):
             rows += time_and_check(MAP, plugin, arch, gpu, copy_ms)
             rows += time_and_check(QUADRATURE, plugin, arch, first, copy_ms)
-    cupy_ms = kernel_ms(cupy_transform, gpu)
-    cupy = verify(gpu, cupy_transform, DEFAULT_PLUGIN.reference)
+    import cupy as cp  # imported once the GPU is open
+
+    cupy_transform = cp.ElementwiseKernel(*CUPY_DEFAULT_TRANSFORM)  # on CuPy's stream
+    cupy_ms = kernel_ms(lambda stream, d_in, d_out: cupy_transform(d_in, d_out), gpu)
+    poison(gpu.d_out, gpu.stream)
+    cupy_transform(gpu.d_in, gpu.d_out)
+    gpu.stream.sync()
+    cupy = compare(gpu.d_out, gpu.x, DEFAULT_PLUGIN.reference)
     print_row("cupy elementwise (default formula)", None, None, f"{cupy_ms:.4f}",
               f"{100 * copy_ms / cupy_ms:.1f}", None, None)
     print_row("device copy", None, None, f"{copy_ms:.4f}", "100.0", None, None)
@@ -309,9 +320,12 @@ def parse_args(argv=None):
                         help="each build's code, into DIR: a new or empty folder")
     parser.add_argument("--json", metavar="PATH",
                         help="every figure, into a new file ('-': standard output)")
-    args = parser.parse_args(argv)
-    if args.json not in (None, "-") and os.path.lexists(args.json):
-        parser.error(f"--json {args.json}: exists; name a new file")
+    args = parser.parse_args(argv)  # --emit's folder is made: --json is checked after it
+    folder, name = os.path.split(args.json or "")
+    if args.json not in (None, "-") and (not name or os.path.lexists(args.json)
+                                         or not os.access(folder or ".", os.W_OK)):
+        parser.error(f"--json {args.json!r}: name a new file, in a folder that exists and "
+                     "you can write")
     return args
 
 

@@ -1,6 +1,17 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: BSD-3-Clause
 # Copyright (c) 2026, the jitLtoLinking authors
+# /// script
+# requires-python = ">=3.11"
+# dependencies = [
+#     "cuda-core[cu13]>=1.2.0",
+#     "cuda-bindings>=13.3",
+#     "cuda-toolkit[cudart,cccl]==13.*",
+#     "cupy-cuda13x>=14.2",
+#     "numpy>=2.4",
+#     "pyelftools>=0.31",
+# ]
+# ///
 """JIT linking and link-time optimization (LTO) with cuda.core.
 
 A GPU library compiles its kernel once; a user hands it a device
@@ -18,12 +29,10 @@ import argparse
 import os
 import sys
 import time
-from functools import partial
-from itertools import zip_longest
 
 # The sample's helpers, in Utilities beside this file
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                "Utilities"))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "Utilities"))
 try:
     import numpy as np
     from cuda.bindings import driver
@@ -31,12 +40,12 @@ try:
                            ObjectCode, Program, ProgramOptions, launch)
     from jitlto_build import (CUDA_HEADERS, Build, Plugin, SampleError,
                               emit_builds, gpu_arch, new_folder,
-                              print_report, read_plugin, run_command,
-                              tool_output)
-    from jitlto_gpu import open_gpu, verify
+                              print_report, read_library, read_plugin,
+                              run_command, tool_output)
+    from jitlto_gpu import compare, open_gpu, poison
 except ImportError as error:
-    sys.exit(f"{error}: install what the sample needs with: "
-             "python -m pip install -r requirements.txt")
+    sys.exit(f"{error}: install what the sample needs with: python -m "
+             f"pip install -r {os.path.join(HERE, 'requirements.txt')}")
 
 # ==== The library: its kernel calls a function it does not define
 # The contract: user_transform declared; extern "C" keeps its name
@@ -164,15 +173,16 @@ def ptx_linking(arch: str, plugins, gpu) -> list[Build]:
     builds = []
     for plugin in plugins:
         label = f"ptx {plugin.label}".strip()
-        with tool_output(label, plugin.name, library_ptx.name) as log:
+        with tool_output(label, plugin, library_ptx.name) as log:
             start = time.perf_counter()
             plugin_ptx = compile_ptx(plugin.source, arch, plugin.name,
                                      CUDA_HEADERS, log)
             compile_ms = elapsed_ms(start)
             start = time.perf_counter()
             cubin = link_ptx(arch, library_ptx, plugin_ptx)
-        build = Build(label, arch, cubin, library_ptx, plugin_ptx,
-                      compile_ms, elapsed_ms(start))
+        build = Build(label, arch, cubin, library=library_ptx,
+                      plugin=plugin_ptx, compile_ms=compile_ms,
+                      link_ms=elapsed_ms(start))
         builds.append(check(build, plugin.reference, gpu))
     return builds
 
@@ -183,18 +193,20 @@ def lto_linking(arch: str, library_ltoir, plugins, gpu,
     checked against NumPy, or else its build from [1]."""
     print("\n[2] LTO linking (link-time optimization)")
     builds = []
-    # zip_longest: no ptx builds where [1] was skipped
-    for plugin, ptx_build in zip_longest(plugins, ptx_builds):
+    for index, plugin in enumerate(plugins):
         label = f"lto {plugin.label}".strip()
-        with tool_output(label, plugin.name, library_ltoir.name) as log:
+        with tool_output(label, plugin, library_ltoir.name) as log:
             start = time.perf_counter()
             plugin_ltoir = compile_ltoir(plugin.source, arch, plugin.name,
                                          CUDA_HEADERS, log)
             compile_ms = elapsed_ms(start)
             start = time.perf_counter()
             cubin = link_lto(arch, library_ltoir, plugin_ltoir)
-        build = Build(label, arch, cubin, library_ltoir, plugin_ltoir,
-                      compile_ms, elapsed_ms(start))
+        build = Build(label, arch, cubin, library=library_ltoir,
+                      plugin=plugin_ltoir, compile_ms=compile_ms,
+                      link_ms=elapsed_ms(start))
+        # On a GPU, [1] built every plug-in: its build is the fallback
+        ptx_build = ptx_builds[index] if gpu else None
         builds.append(check(build, plugin.reference, gpu, ptx_build))
     return builds
 
@@ -208,8 +220,9 @@ def plugin_swap(arch: str, library_ltoir, gpu) -> Build:
     compile_ms = elapsed_ms(start)
     start = time.perf_counter()
     cubin = link_lto(arch, library_ltoir, plugin_ltoir)
-    build = Build("swap", arch, cubin, library_ltoir, plugin_ltoir,
-                  compile_ms, elapsed_ms(start))
+    build = Build("swap", arch, cubin, library=library_ltoir,
+                  plugin=plugin_ltoir, compile_ms=compile_ms,
+                  link_ms=elapsed_ms(start))
     return check(build, SWAP_PLUGIN.reference, gpu)
 
 
@@ -223,8 +236,9 @@ def set_parameters(arch: str, library_ltoir, gpu) -> Build:
     compile_ms = elapsed_ms(start)
     start = time.perf_counter()
     cubin = link_lto(arch, library_ltoir, plugin_ltoir)
-    build = Build("parameters", arch, cubin, library_ltoir, plugin_ltoir,
-                  compile_ms, elapsed_ms(start))
+    build = Build("parameters", arch, cubin, library=library_ltoir,
+                  plugin=plugin_ltoir, compile_ms=compile_ms,
+                  link_ms=elapsed_ms(start))
     note = f"coefficients = {', '.join(map(str, NEW_COEFFICIENTS))}"
     if not gpu:
         return check(build, None, gpu, note=f"{note} not written (no GPU)")
@@ -248,11 +262,11 @@ def write_parameters(cubin: ObjectCode, name: str, values, stream) -> None:
         error, = driver.cuMemcpyHtoDAsync(address, values.ctypes.data,
                                           size, stream.handle)
     if error or size != values.nbytes:
-        raise SampleError(f"{name} ({size} bytes): {values.nbytes} "
-                          f"bytes not written ({error})")
+        raise RuntimeError(f"{name} ({size} bytes): {values.nbytes} bytes "
+                           f"not written ({error})")
 
 
-# ==== Launch and verify
+# ==== Launch and check
 def launch_transform(kernel, stream, d_in, d_out, grid=None) -> None:
     """A library kernel over d_in into d_out, on `stream`: a thread per
     element, or `grid` blocks (its grid-stride loop does the rest)."""
@@ -264,19 +278,24 @@ def launch_transform(kernel, stream, d_in, d_out, grid=None) -> None:
 
 def check(build: Build, reference, gpu, ptx_build=None,
           note="") -> Build:
-    """On a GPU, launch the build's kernel and check every element
-    against NumPy's reference, or else its ptx build's output; print
-    the report, with the note."""
+    """On a GPU, the build's kernel launched, and its output compared
+    with NumPy's reference, or else with its ptx build's; the report."""
     if gpu:
-        build.verification = verify(gpu, launcher(build), reference,
-                                    ptx_build and launcher(ptx_build))
+        expected = None
+        if reference is None and ptx_build:  # the ptx build's output
+            expected = gpu.d_expected
+            poison(expected, gpu.stream)
+            kernel = ptx_build.cubin.get_kernel("apply_transform")
+            launch_transform(kernel, gpu.stream, gpu.d_in, expected)
+        # A NaN no arithmetic makes: an element never written stays one
+        poison(gpu.d_out, gpu.stream)
+        kernel = build.cubin.get_kernel("apply_transform")
+        launch_transform(kernel, gpu.stream, gpu.d_in, gpu.d_out)
+        gpu.stream.sync()
+        build.verification = compare(gpu.d_out, gpu.x, reference,
+                                     expected)
     print_report(build, note)
     return build
-
-
-def launcher(build: Build):  # its launch(stream, d_in, d_out)
-    kernel = build.cubin.get_kernel(build.kernel)
-    return partial(launch_transform, kernel)
 
 
 # ==== The command line
@@ -328,9 +347,8 @@ def main(argv=None) -> int:
     with open_gpu(args.device, args.elements, args.compile_only) as gpu:
         arch = args.arch or f"sm_{gpu.device.arch}"
         # [2] to [4]'s library LTO-IR: shipped as a file, or compiled
-        if args.library:
-            library_ltoir = ObjectCode.from_ltoir(args.library,
-                                                  name=args.library)
+        if args.library is not None:
+            library_ltoir = read_library(args.library, arch)
         else:
             library_ltoir = compile_ltoir(LIBRARY_SOURCE, arch)
         plugins = plugins or [DEFAULT_PLUGIN]

@@ -1,6 +1,19 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: BSD-3-Clause
 # Copyright (c) 2026, the jitLtoLinking authors
+# /// script
+# requires-python = ">=3.11"
+# dependencies = [
+#     "cuda-core[cu13]>=1.2.0",
+#     "cuda-bindings>=13.3",
+#     "cuda-toolkit[cudart,cccl]==13.*",
+#     "cupy-cuda13x>=14.2",
+#     "numpy>=2.4",
+#     "pyelftools>=0.31",
+#     "numba-cuda[cu13]>=0.30",
+#     "numpy>=2.4,<2.5",
+# ]
+# ///
 """JIT linking and LTO with a plug-in written in Python (numba-cuda).
 
 The lesson's pattern (jitLtoLinking.py) for numba users: user_transform
@@ -18,29 +31,38 @@ import runpy
 import sys
 import time
 import types
-from itertools import zip_longest
 
 from jitLtoLinking import (LIBRARY_SOURCE, check, command_line,
                            compile_ltoir, compile_ptx, elapsed_ms, finish,
                            link_lto, link_ptx)
+import numpy as np
 from cuda.core import ObjectCode
 from jitlto_build import (Build, Plugin, SampleError, gpu_arch, run_command,
                           tool_output)
 from jitlto_gpu import open_gpu
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+INSTALL = ("python -m pip install -r "
+           f"{os.path.join(HERE, 'requirements-python-plugins.txt')}")
 try:
     import numba
     from numba import cuda, float32
 except Exception as error:  # noqa: BLE001 -- missing, or not for this NumPy
-    sys.exit(f"{error}: Python plug-ins need numba-cuda: python -m pip "
-             f"install -r {HERE}/requirements-python-plugins.txt")
+    sys.exit(f"{error}: Python plug-ins need numba-cuda: {INSTALL}")
 
 
 def load_plugin(path: str) -> Plugin:
     """The file run as Python runs a script (its folder importable); its
     user_transform, and as its NumPy reference the same function compiled
     for the CPU by numba.vectorize (None where it does not compile)."""
+    try:
+        open(path, "rb").close()  # a folder or a missing file: refused now
+    except OSError as error:
+        raise SampleError(f"--plugin {path!r}: cannot be read "
+                          f"({error.strerror})", 2) from None
+    if not path.endswith(".py"):
+        raise SampleError(f"--plugin {path}: is not Python: run "
+                          f"jitLtoLinking.py --plugin {path}", 2)
     sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
     try:
         function = runpy.run_path(path).get("user_transform")
@@ -48,6 +70,9 @@ def load_plugin(path: str) -> Plugin:
         raise SampleError(f"{path}: {type(error).__name__}: {error}") from None
     if not callable(function):
         raise SampleError(f"{path} defines no user_transform(x)", 2)
+    if function.__code__.co_argcount != 1:
+        raise SampleError(f"{path}: user_transform takes one float32, x; "
+                          "the library passes nothing else", 2)
     plain = [name for name in function.__code__.co_names
              if isinstance(function.__globals__.get(name), types.FunctionType)]
     if plain:  # numba compiles only what is decorated
@@ -59,7 +84,7 @@ def load_plugin(path: str) -> Plugin:
         reference = numba.vectorize(["float32(float32)"])(function)
     except Exception:  # noqa: BLE001 -- a helper only the GPU runs
         reference = None
-    return Plugin(path, function, reference, label=os.path.basename(path))
+    return Plugin(path, function, reference, label=path)
 
 
 def compile_python(plugin: Plugin, arch: str, lto: bool) -> ObjectCode:
@@ -74,11 +99,31 @@ def compile_python(plugin: Plugin, arch: str, lto: bool) -> ObjectCode:
                                abi_info={"abi_name": "user_transform"},
                                cc=divmod(number, 10))
     except Exception as error:  # noqa: BLE001 -- numba's words count
-        raise SampleError(f"numba-cuda could not compile {plugin.name}:\n"
-                          f"{type(error).__name__}: {error}") from None
+        raise SampleError(numba_failure(plugin, error)) from None
     if lto:
         return ObjectCode.from_ltoir(code, name=plugin.name)
     return ObjectCode.from_ptx(code.encode(), name=plugin.name)
+
+
+def numba_failure(plugin: Plugin, error: Exception) -> str:
+    """What to tell the user of numba-cuda's error, with a hint where
+    one applies."""
+    if getattr(error, "obj", None) is np:  # NumPy newer than numba-cuda
+        return (f"numba-cuda does not work with NumPy {np.__version__} "
+                f"({error}): {INSTALL}")
+    words = "\n".join(line for line in str(error).splitlines()
+                      if line.strip())
+    used = [plugin.source.__globals__.get(name)
+            for name in plugin.source.__code__.co_names]
+    hint = ""
+    if any(module is np for module in used):
+        hint = ("\nhint: numba-cuda compiles math's functions (math.exp), "
+                "not NumPy's")
+    elif isinstance(error, cuda.CudaSupportError):  # no driver
+        hint = ('\nhint: without a CUDA driver, only @numba.njit(inline='
+                '"always") helpers build')
+    return (f"numba-cuda could not compile {plugin.label}:\n"
+            f"{type(error).__name__}: {words}{hint}")
 
 
 def link_python(how: str, plugin: Plugin, arch: str, library,
@@ -89,14 +134,14 @@ def link_python(how: str, plugin: Plugin, arch: str, library,
     start = time.perf_counter()
     code = compile_python(plugin, arch, lto)
     compile_ms = elapsed_ms(start)
-    with tool_output(label, plugin.name, library.name):
+    with tool_output(label, plugin, library.name):
         start = time.perf_counter()
         if lto:
             cubin = link_lto(arch, library, code)
         else:
             cubin = link_ptx(arch, library, code)
-    return Build(label, arch, cubin, library, code, compile_ms,
-                 elapsed_ms(start))
+    return Build(label, arch, cubin, library=library, plugin=code,
+                 compile_ms=compile_ms, link_ms=elapsed_ms(start))
 
 
 def parse_args(argv=None):
@@ -118,8 +163,9 @@ def parse_args(argv=None):
 def main(argv=None) -> int:
     """Each plug-in linked without LTO and with it, each build checked."""
     args = parse_args(argv)
-    paths = args.plugin or [os.path.join(HERE, "plugins", "default.py")]
-    plugins = [load_plugin(path) for path in paths]
+    # The default as you would type it from where you are
+    default = os.path.join(os.path.relpath(HERE), "plugins", "default.py")
+    plugins = [load_plugin(path) for path in args.plugin or [default]]
     with open_gpu(args.device, args.elements, args.compile_only) as gpu:
         arch = args.arch or f"sm_{gpu.device.arch}"
         library_ltoir = compile_ltoir(LIBRARY_SOURCE, arch)
@@ -134,8 +180,9 @@ def main(argv=None) -> int:
                 ptx_builds.append(check(build, plugin.reference, gpu))
         print("\n[2] LTO linking (link-time optimization)")
         lto_builds = []
-        for plugin, ptx_build in zip_longest(plugins, ptx_builds):
+        for index, plugin in enumerate(plugins):
             build = link_python("lto", plugin, arch, library_ltoir, True)
+            ptx_build = ptx_builds[index] if gpu else None
             lto_builds.append(check(build, plugin.reference, gpu, ptx_build))
     return finish([*ptx_builds, *lto_builds], gpu)
 

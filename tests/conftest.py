@@ -5,14 +5,13 @@ run as a user runs them; GPU tests skip with the reason where there is no GPU.""
 
 import importlib
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from cuda.bindings import nvrtc
-from cuda.core import Device
+from cuda.core import Device, ObjectCode
 
 ROOT = Path(__file__).resolve().parent.parent
 FAILING = Path(__file__).resolve().parent / "plugins"  # plug-ins that fail, on purpose
@@ -41,11 +40,9 @@ def pytest_collection_modifyitems(config, items):
 
 
 def run(*args, script="jitLtoLinking.py", **options) -> subprocess.CompletedProcess:
-    """A script of the sample run as a user runs it, Ctrl-C as Python has it by default
-    (whatever pytest was started with); its text output."""
+    """A script of the sample run as a user runs it; its text output."""
     return subprocess.run([sys.executable, str(ROOT / script), *map(str, args)],
                           capture_output=True, text=True, timeout=900,
-                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
                           env={**os.environ, "PYTHONUNBUFFERED": "1",
                                **options.pop("env", {})}, **options)
 
@@ -69,3 +66,15 @@ def shipped(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("ship") / "lib"
     assert sample.main(["--compile-only", "--arch", "sm_75", "--emit", str(folder)]) == 0
     return folder / "lto.library.ltoir"
+
+
+def nvrtc_ptx(source: str, arch: str, name: str = "library.cu") -> ObjectCode:
+    """Relocatable PTX straight from NVRTC, which needs no driver (cuda.core asks the driver
+    its version before it compiles to PTX), for the lesson's link_ptx."""
+    options = [f"--gpu-architecture=compute_{arch.removeprefix('sm_')}".encode(), b"-rdc=true"]
+    _, program = nvrtc.nvrtcCreateProgram(source.encode(), name.encode(), 0, [], [])
+    assert nvrtc.nvrtcCompileProgram(program, len(options), options)[0] == 0, name
+    ptx = b" " * nvrtc.nvrtcGetPTXSize(program)[1]
+    nvrtc.nvrtcGetPTX(program, ptx)
+    nvrtc.nvrtcDestroyProgram(program)
+    return ObjectCode.from_ptx(ptx, name=name)

@@ -6,11 +6,13 @@ as sm_75 LTO-IR, the Python script, the study's kernels, and what the report rea
 each build. No GPU needed."""
 
 import re
+import tomllib
 
 import numpy as np
 import pytest
-from conftest import ARCHS, EXAMPLES, FAILING, ROOT, assert_fails, report, run, sample, study
-from cuda.core import Linker, LinkerOptions, Program, ProgramOptions
+from conftest import (ARCHS, EXAMPLES, FAILING, ROOT, assert_fails, nvrtc_ptx, report, run,
+                      sample, study)
+from cuda.core import Linker, LinkerOptions
 from jitlto_build import lto_ptx, read_cubin, read_plugin
 
 INLINED = "user_transform inlined (0 calls left)"
@@ -38,13 +40,32 @@ def test_every_arch_builds_the_default_run_and_a_shipped_library_with_each_examp
         assert report(out, f"lto {path}")[0].endswith(INLINED), out
 
 
+@pytest.mark.parametrize("arch", ARCHS)
+def test_every_arch_s_ptx_link_keeps_the_call_and_lto_inlines_it_in_every_kernel(arch):
+    plugin = sample.DEFAULT_PLUGIN_SOURCE
+    for source, kernel in [(sample.LIBRARY_SOURCE, "apply_transform"),
+                           (sample.PLUGIN_CONTRACT + study.MAP.source, "apply_transform"),
+                           (sample.PLUGIN_CONTRACT + study.QUADRATURE.source,
+                            "integrate_transform")]:
+        cubin = sample.link_ptx(arch, nvrtc_ptx(source, arch), nvrtc_ptx(plugin, arch, "p.cu"))
+        ptx = sample.Build("ptx", arch, cubin, kernel=kernel)
+        assert ptx.calls >= 1 and ptx.user_transform.startswith("still a call ("), (arch, kernel)
+        if source is sample.LIBRARY_SOURCE:  # the original's loop: one call site
+            assert ptx.user_transform == "still a call (1 call site)", arch
+        cubin = sample.link_lto(arch, sample.compile_ltoir(source, arch),
+                                sample.compile_ltoir(plugin, arch, "p.cu"))
+        lto = sample.Build("lto", arch, cubin, kernel=kernel)
+        assert lto.user_transform == INLINED.removeprefix("user_transform "), (arch, kernel)
+
+
 @pytest.mark.numba
 @pytest.mark.parametrize("arch", ARCHS)
 def test_every_arch_builds_the_python_script_s_default_plugin_inlined(arch, capsys):
     import jitLtoPythonPlugin  # numba-cuda: only here
 
     assert jitLtoPythonPlugin.main(["--compile-only", "--arch", arch]) == 0
-    assert report(capsys.readouterr().out, "lto default.py")[0].endswith(INLINED)
+    [line] = [line for line in capsys.readouterr().out.splitlines() if "] compile " in line]
+    assert line.startswith("  [lto ") and "default.py] " in line and line.endswith(INLINED)
 
 
 @pytest.mark.parametrize("arch", ["sm_90a", "sm_100a", "sm_100f", "sm_120f"])
@@ -66,22 +87,6 @@ def test_the_registers_read_off_the_cubin_are_those_nvjitlink_logs():
     assert calls == 0 and registers == int(logged[-1])
 
 
-@pytest.mark.parametrize(("source", "kernel", "sites"), [
-    (sample.LIBRARY_SOURCE, "apply_transform", 1),  # the original's loop
-    (sample.PLUGIN_CONTRACT + study.MAP.source, "apply_transform", 5),  # a float4's 4, the rest
-    (sample.PLUGIN_CONTRACT + study.QUADRATURE.source, "integrate_transform", 16)],  # unrolled
-    ids=["lesson", "map", "quadrature"])
-def test_without_lto_user_transform_stays_a_call_at_each_call_site(source, kernel, sites):
-    # Relocatable cubins straight from NVRTC: no driver asked (cuda.core asks it for PTX)
-    options = ProgramOptions(arch="sm_90", relocatable_device_code=True)
-    library, plugin = (Program(code, "c++", options).compile("cubin")
-                       for code in (source, sample.DEFAULT_PLUGIN_SOURCE))
-    cubin = Linker(library, plugin, options=LinkerOptions(arch="sm_90")).link("cubin")
-    build = sample.Build("ptx", "sm_90", cubin, library, plugin, kernel=kernel)
-    assert build.calls == sites
-    assert build.user_transform == f"still a call ({sites} call site{'s' * (sites > 1)})"
-
-
 @pytest.mark.parametrize("library", [study.MAP, study.QUADRATURE], ids=lambda lib: lib.name)
 def test_lto_inlines_each_example_plugin_into_both_study_kernels(library):
     library_ltoir = sample.compile_ltoir(sample.PLUGIN_CONTRACT + library.source, "sm_90")
@@ -89,7 +94,7 @@ def test_lto_inlines_each_example_plugin_into_both_study_kernels(library):
         plugin = sample.compile_ltoir(read_plugin(path, sample.PLUGIN_CONTRACT).source, "sm_90",
                                       path, sample.CUDA_HEADERS)
         cubin = sample.link_lto("sm_90", library_ltoir, plugin)
-        build = sample.Build("lto", "sm_90", cubin, library_ltoir, plugin, kernel=library.kernel)
+        build = sample.Build("lto", "sm_90", cubin, kernel=library.kernel)
         assert build.user_transform == INLINED[len("user_transform "):], path
 
 
@@ -121,16 +126,18 @@ def test_the_numpy_references_are_the_plugins_formulas_in_float32():
                                np.maximum((0.5 * x - 2) * x + 0.25, 0), rtol=1e-6)
 
 
-WRONG = DEFINE.replace("float", "double")
+CONTRACT = 'hint: the library declares extern "C" __device__ float user_transform(float x)'
 FAILS = {  # a plug-in (tests/plugins/NAME, or the source given): what its run says
-    "typo.cu": (None, ["'user_transform'",
-                       'hint: the library calls extern "C" __device__ float user_transform']),
+    "typo.cu": (None, ["'user_transform'", CONTRACT]),
     "syntax_error.cu": (None, ["syntax_error.cu(4): error"]),
     "wrong_signature.cu": (None, ['"user_transform" has "C" linkage', "wrong_signature.cu(2)",
-                                  "float user_transform(float x)"]),
+                                  CONTRACT]),
     "inline.cu": (DEFINE.replace("float", "__forceinline__ float", 1) + "{ return x; }",
                   ["'user_transform'", "not inline"]),
     "bé.cu": (DEFINE + "\n{ return x +; }", ["bé.cu(2): error"]),  # the name as typed
+    "cmath.cu": ("#include <cmath>\n" + DEFINE + "{ return sqrtf(x); }",
+                 ['cannot open source file "cmath"', "hint: NVRTC has no C++ standard library "
+                  "(<cmath>): math functions need no #include; <cuda/std/cmath>"]),
 }
 
 
@@ -146,6 +153,8 @@ def test_a_plugin_that_fails_is_one_message_naming_it_with_the_tool_s_words(tmp_
     assert re.match(rf"jitLtoLinking.py: error: \[(ptx|lto) {re.escape(str(path))}\]",
                     result.stderr), result.stderr  # [1] first with a driver, else [2]
     assert result.stderr.count("jitLtoLinking.py:") == 1 and "\0" not in result.stderr
+    hints = [phrase for phrase in phrases if "hint" in phrase or "inline" in phrase]
+    assert result.stderr.count("\nhint: ") == len(hints), "a hint only where it applies"
 
 
 def test_nvrtc_s_warnings_show_and_a_byte_order_mark_is_read_away(tmp_path):
@@ -156,28 +165,27 @@ def test_nvrtc_s_warnings_show_and_a_byte_order_mark_is_read_away(tmp_path):
     assert "bom.cu(2): warning" in result.stdout and "\0" not in result.stdout
 
 
-def test_a_library_for_a_newer_gpu_is_refused_naming_the_file_and_the_rule(tmp_path):
+def test_a_library_for_a_newer_gpu_is_refused_before_anything_is_built_with_the_rule(
+        tmp_path):
     newer = tmp_path / "newer.ltoir"
     newer.write_bytes(bytes(sample.compile_ltoir(sample.LIBRARY_SOURCE, "sm_100").code))
-    assert_fails(run("--compile-only", "--arch", "sm_90", "--library", newer), 1,
-                 f"and {newer} did not build", "arch newer than target arch",
-                 "links for the GPU it was made for or a newer one")
+    result = run("--compile-only", "--arch", "sm_90", "--library", newer)
+    assert_fails(result, 2, f"--library {newer}: not the library's LTO-IR for sm_90",
+                 "arch newer than target arch", "links for the GPU it was made for or a newer")
+    assert "[1]" not in result.stdout
 
 
-@pytest.mark.parametrize("what", ["missing", "junk", "a plug-in", "another kernel"])
-def test_what_is_not_the_library_s_lto_ir_is_one_message_naming_it(tmp_path, what):
+@pytest.mark.parametrize(("what", "said"), [("a plug-in", "multiply defined"),
+                                            ("another kernel", "no kernel apply_transform")])
+def test_lto_ir_that_is_not_the_library_s_is_refused_before_anything_is_built(tmp_path, what,
+                                                                            said):
     library = tmp_path / "library.ltoir"
     sources = {"a plug-in": sample.DEFAULT_PLUGIN_SOURCE,
                "another kernel": sample.LIBRARY_SOURCE.replace("apply_transform", "other")}
-    if what == "junk":
-        library.write_bytes(b"\x7fELF not LTO-IR" * 100)
-    elif what in sources:
-        library.write_bytes(bytes(sample.compile_ltoir(sources[what], "sm_90").code))
+    library.write_bytes(bytes(sample.compile_ltoir(sources[what], "sm_90").code))
     result = run("--compile-only", "--arch", "sm_90", "--library", library)
-    said = {"missing": "no such file", "junk": "bad input", "a plug-in": "did not build",
-            "another kernel": "the linked code has no kernel apply_transform"}[what]
-    assert_fails(result, 1, str(library), said)
-    assert len(result.stderr.strip().splitlines()) <= 8
+    assert_fails(result, 2, f"--library {library}: not the library's LTO-IR", said)
+    assert "hint" not in result.stderr and "[1]" not in result.stdout
 
 
 def test_emit_writes_each_build_s_code_as_new_files_named_for_it(tmp_path, shipped):
@@ -188,7 +196,7 @@ def test_emit_writes_each_build_s_code_as_new_files_named_for_it(tmp_path, shipp
     names = {path.name for path in out.iterdir()}
     assert {f"{label}.cubin", f"{label}.plugin.ltoir", f"{label}.linked.ptx", "swap.cubin",
             "parameters.linked.ptx"} <= names
-    assert not any(name.endswith(".library.ltoir") for name in names), "your --library is yours"
+    assert (out / "swap.library.ltoir").read_bytes() == shipped.read_bytes()
     ptx = (out / f"{label}.linked.ptx").read_bytes()
     assert b".entry apply_transform" in ptx and b"user_transform" not in ptx and b"\0" not in ptx
     (tmp_path / "lib").mkdir()
@@ -214,3 +222,18 @@ def test_payback_is_launches_rounded_up_at_once_or_never():
     assert study.payback(100.0, 0.3) == 334
     assert study.payback(0.0, 0.3) == study.payback(-5.0, 0.0) == 0  # at once
     assert study.payback(100.0, 0.0) is None and study.payback(-5.0, -0.1) is None  # never
+
+
+def test_the_scripts_pep_723_blocks_name_what_their_requirements_files_name():
+    def requirements(name: str) -> list[str]:
+        lines = [line.split("#")[0].strip() for line in (ROOT / name).read_text().splitlines()]
+        return [item for line in lines if line
+                for item in (requirements(line[3:]) if line.startswith("-r ") else [line])]
+
+    for script, file in [("jitLtoLinking.py", "requirements.txt"),
+                         ("jitLtoPythonPlugin.py", "requirements-python-plugins.txt")]:
+        [block] = re.findall(r"^# /// script\n((?:^#(?: .*)?\n)+)^# ///$",
+                             (ROOT / script).read_text(), re.MULTILINE)
+        metadata = tomllib.loads("".join(line[2:] + "\n" for line in block.splitlines()))
+        assert metadata["dependencies"] == requirements(file), script
+        assert metadata["requires-python"] == ">=3.11"

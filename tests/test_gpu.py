@@ -7,7 +7,6 @@ import gc
 import json
 import os
 import re
-import resource
 from dataclasses import replace
 from functools import partial
 
@@ -25,6 +24,7 @@ ORIGINAL_LINES = ["[1] PTX linking (no LTO)", "  [ptx] result verified against N
                   "Both PTX and LTO linked kernels produced matching results. Done"]
 
 
+@pytest.mark.smoke
 def test_the_default_run_prints_the_original_lines_and_verifies_every_step():
     result = run()
     assert result.returncode == 0 and "error" not in result.stderr, result.stdout + result.stderr
@@ -34,7 +34,7 @@ def test_the_default_run_prints_the_original_lines_and_verifies_every_step():
     for label in ("ptx", "lto", "swap", "parameters"):
         assert f"  [{label}] 65,536 elements checked, largest error " in result.stdout
         assert f"  [{label}] result verified against NumPy reference" in lines
-    assert "user_transform still a call (1 call site)" in report(result.stdout, "ptx")[0]
+    assert "user_transform still a call (" in report(result.stdout, "ptx")[0]
     assert report(result.stdout, "parameters")[1].startswith(
         "  [parameters] coefficients = 0.5, -2.0, 0.25 written into the linked code in ")
 
@@ -67,6 +67,15 @@ def lto_launch(plugin, arch, library_source=sample.LIBRARY_SOURCE, kernel="apply
     return partial(launch, cubin.get_kernel(kernel))
 
 
+def launched(gpu, launch, out=None):
+    """gpu.d_out (or `out`) poisoned, then written by launch(stream, d_in, out)."""
+    out = gpu.d_out if out is None else out
+    jitlto_gpu.poison(out, gpu.stream)
+    launch(gpu.stream, gpu.d_in, out)
+    gpu.stream.sync()
+    return out
+
+
 @pytest.mark.parametrize("offsets", [(1, 1), (3, 3), (1, 2), (0, 3)])
 @pytest.mark.parametrize("elements", [1, 5, 1001, 65536 + 3])
 def test_the_study_s_map_is_right_for_views_not_aligned_to_16_bytes(gpu, arch, offsets,
@@ -77,7 +86,9 @@ def test_the_study_s_map_is_right_for_views_not_aligned_to_16_bytes(gpu, arch, o
                    d_out=gpu.d_out[b:b + elements], d_expected=gpu.d_expected[:elements])
     launch = lto_launch(sample.DEFAULT_PLUGIN, arch, sample.PLUGIN_CONTRACT + study.MAP_KERNEL,
                         launch=study.launch_study)
-    found = jitlto_gpu.verify(view, launch, sample.DEFAULT_PLUGIN.reference)
+    launch(view.stream, view.d_in, view.d_out)
+    view.stream.sync()
+    found = study.check_map(view, sample.DEFAULT_PLUGIN.reference)
     assert found.bad == 0 and found.checked == elements, found
     around = np.concatenate([gpu.d_out[:b].get(), gpu.d_out[b + elements:b + elements + 16].get()])
     assert (around.view(np.uint32) == jitlto_gpu.POISON_BITS).all(), "written outside the view"
@@ -85,27 +96,26 @@ def test_the_study_s_map_is_right_for_views_not_aligned_to_16_bytes(gpu, arch, o
 
 @pytest.mark.parametrize("grid", [1, 3, 7])
 def test_small_grids_cover_every_element_through_the_grid_stride_loop(gpu, arch, grid):
-    launch = partial(lto_launch(sample.DEFAULT_PLUGIN, arch), grid=grid)
-    found = jitlto_gpu.verify(gpu, launch, sample.DEFAULT_PLUGIN.reference)
+    launched(gpu, partial(lto_launch(sample.DEFAULT_PLUGIN, arch), grid=grid))
+    found = jitlto_gpu.compare(gpu.d_out, gpu.x, sample.DEFAULT_PLUGIN.reference)
     assert found.bad == 0 and found.checked == 300_001, found
 
 
-def test_the_check_finds_unwritten_and_wrong_elements_and_a_mismatched_cross_check(gpu, arch):
+def test_the_comparison_finds_unwritten_and_wrong_elements_and_another_build_s(gpu, arch):
     launch = lto_launch(sample.DEFAULT_PLUGIN, arch)
-    short = lambda stream, d_in, d_out: launch(stream, d_in[:-5], d_out[:-5])  # noqa: E731
-    found = jitlto_gpu.verify(gpu, short, sample.DEFAULT_PLUGIN.reference)  # 5 never written
+    reference = sample.DEFAULT_PLUGIN.reference
+    launched(gpu, lambda stream, d_in, d_out: launch(stream, d_in[:-5], d_out[:-5]))
+    found = jitlto_gpu.compare(gpu.d_out, gpu.x, reference)  # 5 never written
     assert (found.bad, found.first_bad) == (5, 300_001 - 5)
-
-    def off(stream, d_in, d_out):  # one element wrong by 1, one NaN
-        launch(stream, d_in, d_out)
-        d_out[1234] += np.float32(1)
-        d_out[2000] = np.nan
-
-    found = jitlto_gpu.verify(gpu, off, sample.DEFAULT_PLUGIN.reference)
+    assert jitlto_gpu.compare(gpu.d_out, gpu.x).bad == 5, "only for being written"
+    launched(gpu, launch)[1234] += np.float32(1)  # one element wrong by 1, one NaN
+    gpu.d_out[2000] = np.nan
+    gpu.stream.sync()  # CuPy wrote on the GPU's stream
+    found = jitlto_gpu.compare(gpu.d_out, gpu.x, reference)
     assert (found.bad, found.first_bad) == (2, 1234)
     assert found.largest_error == pytest.approx(1.0, rel=1e-3)
-    swap = lto_launch(sample.SWAP_PLUGIN, arch)  # another formula's output
-    found = jitlto_gpu.verify(gpu, swap, None, launch)
+    launched(gpu, lto_launch(sample.SWAP_PLUGIN, arch))  # another formula's output
+    found = jitlto_gpu.compare(gpu.d_out, gpu.x, None, launched(gpu, launch, gpu.d_expected))
     assert found.bad > 0 and found.against.startswith("cross-checked against the ptx build")
 
 
@@ -116,21 +126,21 @@ def test_the_quadrature_check_holds_each_sum_to_its_bound_and_finds_an_unwritten
     n = 100_000
     on = replace(gpu, x=gpu.x[:n], d_in=gpu.d_in[:n], d_out=gpu.d_out[:n],
                  d_expected=gpu.d_expected[:n])
-    found = study.check_integral(on, launch, sample.SWAP_PLUGIN.reference, launch)
+    launched(on, launch, on.d_expected)  # the ptx build's output, as the study keeps it
+    launched(on, launch)
+    found = study.check_integral(on, sample.SWAP_PLUGIN.reference)
     assert found.bad == 0 and found.checked == n and "NumPy's float64 quadrature" in found.against
     stride = -(-n // 4096)  # the outputs NumPy's quadrature checks
-
-    def off(stream, d_in, d_out):  # one sampled sum past its bound (about 1e-4 at most here)
-        launch(stream, d_in, d_out)
-        d_out[10 * stride] += np.float32(1e-3)
-
-    found = study.check_integral(on, off, sample.SWAP_PLUGIN.reference, launch)
+    on.d_out[10 * stride] += np.float32(1e-3)  # one sampled sum past its bound (1e-4 at most)
+    on.stream.sync()
+    found = study.check_integral(on, sample.SWAP_PLUGIN.reference)
     assert (found.bad, found.first_bad) == (1, 10 * stride), found
-    short = lambda stream, d_in, d_out: launch(stream, d_in[:-1], d_out[:-1])  # noqa: E731
-    found = study.check_integral(on, short, sample.SWAP_PLUGIN.reference, launch)
+    launched(on, lambda stream, d_in, d_out: launch(stream, d_in[:-1], d_out[:-1]))
+    found = study.check_integral(on, sample.SWAP_PLUGIN.reference)
     assert (found.bad, found.first_bad) == (1, n - 1), found
 
 
+@pytest.mark.smoke
 def test_step_4_s_new_values_verify_without_a_compile_or_a_link(gpu, arch, monkeypatch):
     library_ltoir = sample.compile_ltoir(sample.LIBRARY_SOURCE, arch)
     built = []  # every Program (a compile) and Linker (a link) the lesson makes
@@ -142,10 +152,12 @@ def test_step_4_s_new_values_verify_without_a_compile_or_a_link(gpu, arch, monke
     assert build.verification.bad == 0 and build.verification.checked == 300_001
     assert [real.__name__ for real in built] == ["Program", "Linker"], "one compile, one link"
     stale = sample.polynomial([1, 3, -1])  # the values compiled in no longer hold
-    assert jitlto_gpu.verify(gpu, sample.launcher(build), stale).bad > 0
+    assert sample.check(build, stale, gpu).verification.bad > 0
     sample.write_parameters(build.cubin, "coefficients", np.float32([2, 0, 1]), gpu.stream)
-    assert jitlto_gpu.verify(gpu, sample.launcher(build), sample.polynomial([2, 0, 1])).bad == 0
+    assert sample.check(build, sample.polynomial([2, 0, 1]), gpu).verification.bad == 0
     assert len(built) == 2, "new values: no compile, no link"
+    with pytest.raises(RuntimeError, match="gain"):  # a built-in error: it runs copied alone
+        sample.write_parameters(build.cubin, "gain", np.float32([2]), gpu.stream)
     sample.plugin_swap(arch, library_ltoir, gpu)
     assert len(built) == 4, "a relink is a compile and a link, which the count sees"
 
@@ -160,15 +172,17 @@ def test_a_plugin_without_a_reference_is_cross_checked_against_its_ptx_build():
         result.stdout)
 
 
+@pytest.mark.smoke
 @pytest.mark.numba
 def test_python_plugins_verify_against_numba_s_cpu_build_or_their_ptx_build(tmp_path):
     (tmp_path / "half.py").write_text(
         "from numba import cuda\n\n\n@cuda.jit(device=True)  # no CPU build\ndef half(x):\n"
         "    return x * 0.5\n\n\ndef user_transform(x):\n    return half(x)\n")
-    result = run("--plugin", ROOT / "plugins" / "default.py", tmp_path / "half.py",
-                 script="jitLtoPythonPlugin.py")
+    result = run("--plugin", ROOT / "plugins" / "default.py", "half.py",
+                 script="jitLtoPythonPlugin.py", cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "  [lto default.py] result verified against NumPy reference" in result.stdout
+    assert (f"  [lto {ROOT / 'plugins' / 'default.py'}] result verified against NumPy "
+            "reference") in result.stdout
     assert "  [ptx half.py] result written everywhere; no reference" in result.stdout
     assert "  [lto half.py] result cross-checked against the ptx build: they match" in (
         result.stdout)
@@ -186,7 +200,7 @@ def test_the_study_builds_every_way_verifies_each_and_records_its_payback(tmp_pa
     assert len(builds) == 22, sorted(builds)  # 6 ways (5 for Python) into 2 kernels
     assert all(build["verification"]["bad"] == 0 for build in builds.values())
     for kernel in ("map", "quadrature"):
-        for plugin in (EXAMPLES[1], "default.py"):
+        for plugin in (EXAMPLES[1], ROOT / "plugins" / "default.py"):
             ptx = builds[f"{kernel} ptx {plugin}"]
             for how in ("ptx", "lto", "half-LTO", "pointer", "pointer LTO"):
                 row = builds[f"{kernel} {how} {plugin}"]
@@ -225,11 +239,17 @@ def test_the_registers_read_off_the_cubin_are_the_kernel_s_own(arch):
         assert build.registers == build.cubin.get_kernel("apply_transform").attributes.num_regs
 
 
-def test_a_library_shipped_as_sm_75_lto_ir_verifies_on_this_gpu(shipped):
-    result = run("--library", shipped, "--elements", "100003")
-    assert result.returncode == 0, result.stdout + result.stderr
-    for label in ("lto", "swap", "parameters"):
-        assert f"  [{label}] result verified against NumPy reference" in result.stdout
+@pytest.mark.smoke
+def test_the_readme_s_shipping_commands_as_written_verify_on_this_gpu(tmp_path):
+    section = (ROOT / "README.md").read_text().split("## Shipping the library as LTO-IR")[1]
+    [commands] = re.findall(r"```bash\n(.*?)```", section.split("\n## ", 1)[0], re.DOTALL)
+    (tmp_path / "plugins").symlink_to(ROOT / "plugins")  # as from the sample's folder
+    for command in commands.splitlines():
+        args = command.split("#")[0].split()[2:]  # after "python jitLtoLinking.py"
+        result = run(*args, cwd=tmp_path)
+        assert result.returncode == 0, result.stdout + result.stderr
+    for label in ("lto plugins/polynomial.cu", "swap", "parameters"):
+        assert f"  [{label}] result " in result.stdout, result.stdout
 
 
 def test_the_readme_s_program_runs_whole_on_its_own_and_matches_numpy(tmp_path):
@@ -244,6 +264,8 @@ def test_the_readme_s_program_runs_whole_on_its_own_and_matches_numpy(tmp_path):
 @pytest.mark.skipif(os.environ.get("JITLTO_LARGE") != "1",
                     reason="JITLTO_LARGE=1 verifies 2^32 + 4097 elements (52 GiB of GPU memory)")
 def test_more_than_2_to_the_32_elements_verify_in_bounded_host_memory():
+    import resource  # Unix only
+
     elements = 2**32 + 4097
     result = run("--elements", elements)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]

@@ -1,40 +1,58 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Copyright (c) 2026, the jitLtoLinking authors
-"""What users type and meet, run as they run it: usage errors, inputs that cannot be
-used, outputs that would replace a file, a missing package, no GPU, a closed pipe and
-Ctrl-C. No GPU needed."""
+"""What users type and meet, run as they run it: usage errors and inputs that cannot be used
+(refused before anything is built), a missing package, a HOME that cannot be written, no GPU,
+a closed pipe and Ctrl-C. No GPU needed."""
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import threading
 
+import numpy as np
 import pytest
-from conftest import EXAMPLES, GPU_PROBLEM, ROOT, assert_fails, run
+from conftest import EXAMPLES, GPU_PROBLEM, NUMBA_PROBLEM, ROOT, assert_fails, run, sample
 
 LESSON, PYTHON, STUDY = "jitLtoLinking.py", "jitLtoPythonPlugin.py", "jitLtoBenchmark.py"
 BUILD = ["--compile-only", "--arch", "sm_90"]
+UNWRITABLE = "/proc/jitlto"  # a folder nobody can make, root included (Linux)
 
 
 USAGE_ERRORS = [  # the script, what is typed, what it says
     (LESSON, ["--elements", "1.5"], "argument --elements: invalid int value: '1.5'"),
     (LESSON, [*BUILD, "--elements", "0"], "--elements 0: at least 1"),
     (LESSON, ["--arch", "sm_90"], "--compile-only and --arch go together"),
-    (LESSON, ["--compile-only"], "--compile-only and --arch go together"),
     (LESSON, ["--compile-only", "--arch", "sm_91"], "argument --arch: sm_91: NVRTC builds for "
                                                     "sm_75, "),
     (LESSON, ["--compile-only", "--arch", "sm_75a"], "argument --arch: sm_75a: NVRTC builds"),
-    (LESSON, ["--compile-only", "--arch", "90"], "argument --arch: 90: NVRTC builds"),
-    (LESSON, ["--no-such-option"], "unrecognized arguments: --no-such-option"),
-    (LESSON, [*BUILD, "--plugin", "nosuch.cu"], "--plugin nosuch.cu: cannot be read (No such"),
+    (LESSON, [*BUILD, "--plugin", "nosuch.cu"], "--plugin 'nosuch.cu': cannot be read (No such"),
     (LESSON, [*BUILD, "--plugin", "mine.py"], "--plugin mine.py: is Python: run "
                                               "jitLtoPythonPlugin.py --plugin mine.py"),
+    (LESSON, [*BUILD, "--library", ""], "--library '': cannot be read (No such file"),
+    (LESSON, [*BUILD, "--library", "lib/lto.libary.ltoir"], "cannot be read (No such file"),
+    (LESSON, [*BUILD, "--library", "full"], "--library 'full': cannot be read (Is a directory)"),
+    (LESSON, [*BUILD, "--library", "notes.txt"], "--library notes.txt: not the library's LTO-IR "
+                                                 "for sm_90:\nERROR_INCORRECT_INPUT_TYPE"),
+    (LESSON, [*BUILD, "--library", "lib.cubin"], "--library lib.cubin: not the library's LTO-IR"),
     (LESSON, [*BUILD, "--emit", "full"], "argument --emit: full: not a new or empty folder"),
-    (LESSON, [*BUILD, "--emit", "notes.txt"], "argument --emit: notes.txt: not a new or empty"),
+    (LESSON, [*BUILD, "--emit", ""], "argument --emit: '': cannot be made (No such file"),
+    (LESSON, [*BUILD, "--emit", "notes.txt/out"], "'notes.txt/out': cannot be made (Not a dir"),
+    (LESSON, [*BUILD, "--emit", f"{UNWRITABLE}/out"], "cannot be made (No such file"),
     (PYTHON, [*BUILD, "--plugin", "plain.py"], "plain.py: decorate softplus: "
                                                '@numba.njit(inline="always") builds anywhere'),
     (PYTHON, [*BUILD, "--plugin", "mine.py", "helpers.py"], "helpers.py defines no user_transform"),
-    (STUDY, ["--json", "notes.txt"], "--json notes.txt: exists; name a new file"),
+    (PYTHON, [*BUILD, "--plugin", "two.py"], "two.py: user_transform takes one float32, x"),
+    (PYTHON, [*BUILD, "--plugin", "mine.cu"], "--plugin mine.cu: is not Python: run "
+                                              "jitLtoLinking.py --plugin mine.cu"),
+    (PYTHON, [*BUILD, "--plugin", "full"], "--plugin 'full': cannot be read (Is a directory)"),
+    (PYTHON, [*BUILD, "--plugin", "nosuch.py"], "--plugin 'nosuch.py': cannot be read (No such"),
+    (STUDY, ["--json", "notes.txt"], "--json 'notes.txt': name a new file, in a folder that "
+                                     "exists and you can write"),
+    (STUDY, ["--json", "results/study.json"], "--json 'results/study.json': name a new file"),
+    (STUDY, ["--json", ""], "--json '': name a new file"),
+    (STUDY, ["--json", "same", "--emit", "same"], "--json 'same': name a new file"),
     (STUDY, ["--emit", "full"], "argument --emit: full: not a new or empty folder"),
 ]
 
@@ -48,55 +66,127 @@ def test_a_usage_error_is_exit_2_and_one_line_before_anything_is_built(tmp_path,
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "notes.txt").write_text("my notes\n")
     (tmp_path / "mine.py").write_text("def user_transform(x):\n    return x\n")
+    (tmp_path / "mine.cu").write_text(sample.DEFAULT_PLUGIN_SOURCE)
+    (tmp_path / "two.py").write_text("def user_transform(x, y):\n    return x + y\n")
     (tmp_path / "helpers.py").write_text("def twice(x):\n    return 2 * x\n")
     (tmp_path / "plain.py").write_text("def softplus(x):\n    return x\n\n\n"
                                        "def user_transform(x):\n    return softplus(x)\n")
+    library, plugin = (sample.compile_ltoir(source, "sm_90") for source in
+                       (sample.LIBRARY_SOURCE, sample.DEFAULT_PLUGIN_SOURCE))
+    (tmp_path / "lib.cubin").write_bytes(sample.link_lto("sm_90", library, plugin).code)
     result = run(*args, script=script, cwd=tmp_path)
     assert_fails(result, 2, phrase)
     said = [line for line in result.stderr.splitlines() if not line.startswith(("usage:", " "))]
-    assert len(said) == 1 and "[1]" not in result.stdout, result.stderr
+    assert (len(said) == 1 or "LTO-IR" in phrase) and "[1]" not in result.stdout, result.stderr
+    assert "hint" not in result.stderr, "no rule applies to a file that is not LTO-IR"
     assert (tmp_path / "notes.txt").read_text() == (tmp_path / "full" / "notes.txt").read_text()
 
 
 @pytest.mark.skipif(GPU_PROBLEM is None, reason="this machine has a GPU")
-@pytest.mark.parametrize("script", [LESSON, STUDY])
-def test_without_a_gpu_a_run_is_waived_with_exit_77_and_one_line(script):
-    assert_fails(run(script=script), 77, f"{script}: waived: no usable CUDA driver or GPU")
+@pytest.mark.parametrize("script", [LESSON, STUDY, PYTHON])
+def test_without_a_gpu_a_run_from_the_sample_s_folder_is_waived_with_exit_77(script):
+    if script == PYTHON and NUMBA_PROBLEM:
+        pytest.skip(NUMBA_PROBLEM)
+    assert_fails(run(script=script, cwd=ROOT), 77,
+                 f"{script}: waived: no usable CUDA driver or GPU")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason=f"{UNWRITABLE}: Linux's")
+@pytest.mark.parametrize("script", [LESSON, STUDY, PYTHON])
+def test_with_a_home_nobody_can_write_help_works_and_a_run_names_cupy_cache_dir(script):
+    if script == PYTHON and NUMBA_PROBLEM:
+        pytest.skip(NUMBA_PROBLEM)
+    home = {"HOME": UNWRITABLE, "CUPY_CACHE_DIR": ""}  # CuPy's cache: ~/.cupy
+    assert run("--help", script=script, env=home).returncode == 0
+    assert_fails(run(script=script, env=home), 1, "CuPy cannot make its cache folder",
+                 "set CUPY_CACHE_DIR to a folder you can write")
 
 
 def first_on_path(folder) -> dict:  # its modules first, before the machine's own
     return {"PYTHONPATH": os.pathsep.join([str(folder), os.environ.get("PYTHONPATH", "")])}
 
 
-@pytest.mark.parametrize("script", [LESSON, STUDY])
-def test_a_missing_package_is_one_line_with_the_install_command(tmp_path, script):
-    (tmp_path / "cupy.py").write_text("raise ImportError(\"No module named 'cupy'\")\n")
-    result = run(*BUILD, script=script, env=first_on_path(tmp_path))
+@pytest.mark.parametrize(("script", "module"), [(LESSON, "numpy"), (LESSON, "cupy"),
+                                                (STUDY, "cupy")])
+def test_a_missing_package_is_one_line_with_the_install_command_from_anywhere(tmp_path,
+                                                                             script, module):
+    (tmp_path / f"{module}.py").write_text(f"raise ImportError(\"No module named '{module}'\")\n")
+    result = run(*["--device", "0"], script=script, cwd=tmp_path, env=first_on_path(tmp_path))
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
-    assert "No module named 'cupy'" in result.stderr and "pip install -r" in result.stderr
+    assert f"No module named '{module}'" in result.stderr, result.stderr
+    assert f"pip install -r {ROOT / 'requirements.txt'}" in result.stderr
 
 
 def test_without_numba_cuda_the_python_script_says_what_to_install(tmp_path):
     (tmp_path / "numba.py").write_text("raise ImportError('No module named numba')\n")
     result = run(*BUILD, script=PYTHON, env=first_on_path(tmp_path))
     assert result.returncode == 1 and len(result.stderr.splitlines()) == 1, result.stderr
-    assert "requirements-python-plugins.txt" in result.stderr
+    assert str(ROOT / "requirements-python-plugins.txt") in result.stderr
+
+
+PYTHON_FAILS = {  # a plug-in numba-cuda cannot compile: what the run says
+    "twice.py": ("def user_transform(x):\n    return (x, x)\n", ["twice.py", "line 2"]),
+    "exp.py": ("import numpy as np\n\n\ndef user_transform(x):\n    return np.exp(x)\n",
+               ["<ufunc 'exp'>", "hint: numba-cuda compiles math's functions (math.exp)"]),
+    "half.py": ("from numba import cuda\n\n\n@cuda.jit(device=True)\ndef half(x):\n    return x"
+                "\n\n\ndef user_transform(x):\n    return half(x)\n",
+                ['hint: without a CUDA driver, only @numba.njit(inline="always") helpers']),
+}
 
 
 @pytest.mark.numba
-def test_a_python_plugin_that_numba_cannot_compile_is_one_message_naming_it(tmp_path):
-    (tmp_path / "twice.py").write_text("def user_transform(x):\n    return (x, x)\n")
-    result = run(*BUILD, "--plugin", tmp_path / "twice.py", script=PYTHON)
-    assert_fails(result, 1, f"numba-cuda could not compile {tmp_path / 'twice.py'}:",
-                 "twice.py", "line 2")
+@pytest.mark.parametrize("name", sorted(PYTHON_FAILS))
+def test_a_python_plugin_numba_cannot_compile_is_one_message_naming_it(tmp_path, name):
+    if name == "half.py" and GPU_PROBLEM is None:
+        pytest.skip("with a driver, a @cuda.jit(device=True) helper builds")
+    source, phrases = PYTHON_FAILS[name]
+    (tmp_path / name).write_text(source)
+    result = run(*BUILD, "--plugin", name, script=PYTHON, cwd=tmp_path)
+    assert_fails(result, 1, f"numba-cuda could not compile {name}:", *phrases)
+    assert "\n\n" not in result.stderr and result.stderr.count("hint") == (name != "twice.py")
 
 
+@pytest.mark.numba
+@pytest.mark.skipif(np.lib.NumpyVersion(np.__version__) < "2.5.0",
+                    reason="numba-cuda 0.30 fails with NumPy 2.5 and newer only")
+def test_numba_cuda_older_than_numpy_is_named_with_the_install_command():
+    assert_fails(run(*BUILD, script=PYTHON), 1, "numba-cuda does not work with NumPy",
+                 str(ROOT / "requirements-python-plugins.txt"))
+
+
+def test_a_library_read_through_a_pipe_links(tmp_path, shipped):
+    read, write = os.pipe()  # as the shell's <(cat lib.ltoir) hands it over
+    feed = threading.Thread(target=lambda: (os.write(write, shipped.read_bytes()),
+                                            os.close(write)))
+    feed.start()
+    result = run(*BUILD, "--library", f"/dev/fd/{read}", pass_fds=(read,))
+    feed.join()
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "  [lto] compile " in result.stdout
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0 or not shutil.which(
+    "setpriv"), reason="needs root and setpriv, to run as a user who cannot read the file")
+def test_a_library_the_user_cannot_read_is_one_line(tmp_path, shipped):
+    private = tmp_path / "private.ltoir"
+    private.write_bytes(shipped.read_bytes())
+    private.chmod(0o600)  # root's alone
+    tmp_path.chmod(0o755)
+    nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable]
+    if subprocess.run([*nobody, "-c", "import cuda.core"], capture_output=True).returncode:
+        pytest.skip(f"the user nobody cannot run {sys.executable}")
+    result = subprocess.run([*nobody, str(ROOT / LESSON), *BUILD, "--library", str(private)],
+                            capture_output=True, text=True, timeout=300)
+    assert_fails(result, 2, f"--library '{private}': cannot be read (Permission denied)")
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="Ctrl-C is a console event on Windows")
 def test_ctrl_c_during_a_run_is_exit_130_and_one_line():
     process = subprocess.Popen(
         [sys.executable, str(ROOT / LESSON), *BUILD, "--plugin", *EXAMPLES * 4],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},  # SIGINT as Python has it by default:
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # whatever pytest's
     for line in process.stdout:  # the run says where it is, line by line
         if line.startswith("[2]"):
             break
