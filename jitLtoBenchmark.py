@@ -21,13 +21,13 @@ import time
 from dataclasses import dataclass, replace
 from functools import partial
 
-from jitLtoLinking import (DEFAULT_PLUGIN, PLUGIN_CONTRACT, Plugin,
-                           command_line, compile_ltoir, compile_ptx,
-                           elapsed_ms, launch_transform, link_lto, link_ptx)
+from jitLtoLinking import (DEFAULT_PLUGIN, PLUGIN_CONTRACT, command_line,
+                           compile_ltoir, compile_ptx, elapsed_ms,
+                           launch_transform, link_lto, link_ptx)
 
 import numpy as np
 from cuda.core import ObjectCode, Program, ProgramOptions
-from jitlto_build import (CUDA_HEADERS, Build, SampleError, emit_builds,
+from jitlto_build import (CUDA_HEADERS, Build, Plugin, SampleError, emit_builds,
                           new_folder, print_report, read_plugin, run_command,
                           tool_output)
 from jitlto_gpu import compare, open_gpu, poison
@@ -142,8 +142,9 @@ def every_build(library: Library, plugin: Plugin, arch: str) -> list[Row]:
         cubin = (link_lto if lto else link_ptx)(arch, library_code, plugin_code)
         link_ms = elapsed_ms(start)
         return Row(f"{library.name} {how} {plugin.label}".strip(), arch, cubin,
-                   library_code, plugin_code, compile_ms, link_ms, library.kernel,
-                   how=how, build_ms=compile_ms + link_ms)
+                   library=library_code, plugin=plugin_code, compile_ms=compile_ms,
+                   link_ms=link_ms, kernel=library.kernel, how=how,
+                   build_ms=compile_ms + link_ms)
 
     library_ptx = compile_ptx(source, arch, f"{library.name}.cu")
     pointer_name = f"pointer_{library.name}.cu"
@@ -160,7 +161,7 @@ def every_build(library: Library, plugin: Plugin, arch: str) -> list[Row]:
         cubin = Program(source + plugin.source, "c++", options).compile("cubin")
         compile_ms = elapsed_ms(start)
         rows.append(Row(f"{library.name} whole program {plugin.label}".strip(), arch,
-                        cubin, None, None, compile_ms, None, library.kernel,
+                        cubin, compile_ms=compile_ms, kernel=library.kernel,
                         how="whole program", build_ms=compile_ms))
     return rows
 
@@ -264,8 +265,6 @@ def time_and_check(library: Library, plugin: Plugin, arch: str, gpu,
 def device_copy(stream, d_in, d_out) -> None:
     """d_in's bytes into d_out, by the driver: the map's ceiling."""
     d_out.data.copy_from_device_async(d_in.data, d_in.nbytes)
-
-
 
 
 def study(plugins: list[Plugin], gpu, elements: int) -> tuple[list[Row], dict]:

@@ -38,10 +38,10 @@ try:
     from cuda.bindings import driver
     from cuda.core import (LaunchConfig, Linker, LinkerOptions,
                            ObjectCode, Program, ProgramOptions, launch)
-    from jitlto_build import (CUDA_HEADERS, Build, Plugin, SampleError,
-                              emit_builds, gpu_arch, new_folder,
-                              print_report, read_library, read_plugin,
-                              run_command, tool_output)
+    from jitlto_build import (CUDA_HEADERS, Build, Plugin, emit_builds,
+                              gpu_arch, new_folder, print_report,
+                              read_library, read_plugin, run_command,
+                              tool_output)
     from jitlto_gpu import compare, open_gpu, poison
 except ImportError as error:
     sys.exit(f"{error}: install what the sample needs with: python -m "
@@ -258,12 +258,13 @@ def write_parameters(cubin: ObjectCode, name: str, values, stream) -> None:
     finds it (the current device's copy) in cubin.handle, a CUlibrary."""
     error, address, size = driver.cuLibraryGetGlobal(cubin.handle,
                                                      name.encode())
-    if not error and size == values.nbytes:
-        error, = driver.cuMemcpyHtoDAsync(address, values.ctypes.data,
-                                          size, stream.handle)
     if error or size != values.nbytes:
-        raise RuntimeError(f"{name} ({size} bytes): {values.nbytes} bytes "
-                           f"not written ({error})")
+        raise RuntimeError(f"{name}: {size} bytes in the linked code, "
+                           f"{values.nbytes} given ({error})")
+    error, = driver.cuMemcpyHtoDAsync(address, values.ctypes.data, size,
+                                      stream.handle)
+    if error:
+        raise RuntimeError(f"{name}: not written ({error})")
 
 
 # ==== Launch and check
@@ -330,10 +331,12 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def finish(builds: list[Build], gpu) -> int:
-    """Exit code 0 if every build checked passed, with the last line."""
+    """The exit code: 0 if every build checked passed, with the last line;
+    1 if one failed."""
     failed = [build.label for build in builds if build.failed]
     if failed:
-        raise SampleError(f"verification FAILED for {', '.join(failed)}")
+        print(f"verification FAILED for {', '.join(failed)}", file=sys.stderr)
+        return 1
     print("\nBoth PTX and LTO linked kernels produced matching results. Done"
           if gpu else "\nBuilt and reported without launching. Done")
     return 0
@@ -344,11 +347,13 @@ def main(argv=None) -> int:
     """The four steps, each build checked; the exit code."""
     args = parse_args(argv)
     plugins = [read_plugin(path, PLUGIN_CONTRACT) for path in args.plugin]
+    # gpu: the device, its stream and CuPy arrays; None with --compile-only
     with open_gpu(args.device, args.elements, args.compile_only) as gpu:
         arch = args.arch or f"sm_{gpu.device.arch}"
         # [2] to [4]'s library LTO-IR: shipped as a file, or compiled
         if args.library is not None:
-            library_ltoir = read_library(args.library, arch)
+            library_ltoir = read_library(args.library, arch,
+                                         DEFAULT_PLUGIN.source)
         else:
             library_ltoir = compile_ltoir(LIBRARY_SOURCE, arch)
         plugins = plugins or [DEFAULT_PLUGIN]

@@ -11,7 +11,7 @@
 #     "numpy>=2.4",
 #     "pyelftools>=0.31",
 #     "numba-cuda[cu13]>=0.30",
-#     "numpy>=2.4,<2.5",
+#     "numpy>=2.4,<2.5",  # numba-cuda 0.30 fails with NumPy 2.5
 # ]
 # ///
 """JIT linking and LTO with a plug-in written in Python (numba-cuda).
@@ -70,10 +70,11 @@ def load_plugin(path: str) -> Plugin:
         raise SampleError(f"{path}: {type(error).__name__}: {error}") from None
     if not callable(function):
         raise SampleError(f"{path} defines no user_transform(x)", 2)
-    if function.__code__.co_argcount != 1:
+    code = getattr(function, "__code__", None)  # None: not a def
+    if code and code.co_argcount != 1:
         raise SampleError(f"{path}: user_transform takes one float32, x; "
                           "the library passes nothing else", 2)
-    plain = [name for name in function.__code__.co_names
+    plain = [name for name in getattr(code, "co_names", ())
              if isinstance(function.__globals__.get(name), types.FunctionType)]
     if plain:  # numba compiles only what is decorated
         raise SampleError(f"{path}: decorate {', '.join(plain)}: "
@@ -113,12 +114,10 @@ def numba_failure(plugin: Plugin, error: Exception) -> str:
                 f"({error}): {INSTALL}")
     words = "\n".join(line for line in str(error).splitlines()
                       if line.strip())
-    used = [plugin.source.__globals__.get(name)
-            for name in plugin.source.__code__.co_names]
     hint = ""
-    if any(module is np for module in used):
-        hint = ("\nhint: numba-cuda compiles math's functions (math.exp), "
-                "not NumPy's")
+    if isinstance(error, KeyError) and isinstance(error.args[0], np.ufunc):
+        hint = (f"\nhint: numba-cuda has no np.{error.args[0].__name__} for "
+                f"the GPU: write math.{error.args[0].__name__}")
     elif isinstance(error, cuda.CudaSupportError):  # no driver
         hint = ('\nhint: without a CUDA driver, only @numba.njit(inline='
                 '"always") helpers build')

@@ -23,9 +23,7 @@ CUDA_HEADERS = [path for path in map(find_nvidia_header_directory, ("cudart", "c
                 if path]
 REQUIREMENTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                             "requirements.txt")
-CONTRACT_HINT = ('\nhint: the library declares extern "C" __device__ float '
-                 "user_transform(float x): a plug-in defines it so, not inline")
-IDENTITY_PLUGIN = 'extern "C" __device__ float user_transform(float x) { return x; }'
+DECLARATION = 'extern "C" __device__ float user_transform(float x)'  # what the library calls
 LIBRARY_HINT = ("\nhint: a library's LTO-IR links for the GPU it was made for or a newer one, by "
                 "an nvJitLink of its CUDA major version as new as the NVRTC that made it, or newer")
 
@@ -90,16 +88,16 @@ def read_plugin(path: str, contract: str) -> Plugin:
     return Plugin(path, f'{contract}#line 1 "{path}"\n{text}', label=path)
 
 
-def read_library(path: str, arch: str) -> ObjectCode:
+def read_library(path: str, arch: str, plugin_source: str) -> ObjectCode:
     """--library: the file's bytes as LTO-IR (nvJitLink crashes on a path it cannot read),
-    linked now with a plug-in that returns x, so that a file that is not the library's LTO-IR
-    for `arch` stops the run before anything is built."""
+    linked now with a plug-in, so that a file that is not the library's LTO-IR for `arch` stops
+    the run before anything is built."""
     try:
         with open(path, "rb") as file:
             library = ObjectCode.from_ltoir(file.read(), name=path)
         options = ProgramOptions(arch=arch, relocatable_device_code=True,
                                  link_time_optimization=True)
-        plugin = Program(IDENTITY_PLUGIN, "c++", options).compile("ltoir")
+        plugin = Program(plugin_source, "c++", options).compile("ltoir")
         options = LinkerOptions(arch=arch, link_time_optimization=True)
         cubin = Linker(library, plugin, options=options).link("cubin")
     except OSError as error:
@@ -119,10 +117,15 @@ def tool_words(error: Exception) -> str:
     return str(error).replace("\0", "").strip()
 
 
-def missing_headers(source: str) -> list[str]:
-    """The <headers> the source includes that are not among CUDA's headers."""
-    return [name for name in re.findall(r"^\s*#\s*include\s*<([^>]+)>", source, re.MULTILINE)
-            if not any(os.path.exists(os.path.join(folder, name)) for folder in CUDA_HEADERS)]
+def cuda_std_headers(source: str) -> list[str]:
+    """For each C++ standard header the source includes (<cmath>, <math.h>), which NVRTC does
+    not have, CUDA's own that takes its place (<cuda/std/cmath>)."""
+    found = []
+    for name in re.findall(r"^\s*#\s*include\s*<([^>]+)>", source, re.MULTILINE):
+        own = "cuda/std/" + (f"c{name[:-2]}" if name.endswith(".h") else name)
+        if any(os.path.exists(os.path.join(folder, own)) for folder in CUDA_HEADERS):
+            found.append(f"<{own}> for <{name}>")
+    return found
 
 
 class ToolLog:
@@ -138,20 +141,21 @@ def tool_output(label: str, plugin: Plugin, library: str):
     """What NVRTC and nvJitLink say while a build is made: the log to give a compile (its
     warnings printed); an error as one message naming the build and its two inputs, with the
     tool's own words and a hint where one applies."""
+    name = plugin.label or plugin.name
     try:
         yield ToolLog()
-    except (SampleError, RuntimeError):  # ours, or NVRTC or nvJitLink not found
+    except nvJitLinkError as error:  # the link: the plug-in is not what the library calls
+        raise SampleError(f"[{label}] {name} and {library} did not link:\n{tool_words(error)}"
+                          f"\nhint: the library calls {DECLARATION}: a plug-in defines it, "
+                          "not inline") from None
+    except (SampleError, RuntimeError, TypeError, ValueError):  # ours, or no NVRTC: as it is
         raise
-    except Exception as error:  # NVRTC's error or nvJitLink's: cuda.core's has no public name
-        words = tool_words(error)
-        headers = missing_headers(plugin.source) if isinstance(plugin.source, str) else []
-        hint = CONTRACT_HINT * ("user_transform" in words)
-        if headers and not isinstance(error, nvJitLinkError):
-            hint += (f"\nhint: NVRTC has no C++ standard library (<{'>, <'.join(headers)}>): "
-                     "math functions need no #include; <cuda/std/cmath>, <cuda/std/cstdint> "
-                     "and the like are CUDA's own")
-        raise SampleError(f"[{label}] {plugin.label or plugin.name} and {library} did not "
-                          f"build:\n{words}{hint}") from None
+    except Exception as error:  # NVRTC's error (cuda.core's NVRTCError has no public name)
+        headers = cuda_std_headers(plugin.source) if isinstance(plugin.source, str) else []
+        hint = (f"\nhint: NVRTC has no C++ standard library: include {', '.join(headers)} "
+                "(math functions need none)") if headers else ""
+        raise SampleError(f"[{label}] {name}, after the library's {DECLARATION};, did not "
+                          f"compile:\n{tool_words(error)}{hint}") from None
 
 
 # ==== What a build is, read off its cubin =================================================
