@@ -205,8 +205,8 @@ def lto_linking(arch: str, library_ltoir, plugins, gpu,
         build = Build(label, arch, cubin, library=library_ltoir,
                       plugin=plugin_ltoir, compile_ms=compile_ms,
                       link_ms=elapsed_ms(start))
-        # On a GPU, [1] built every plug-in: its build is the fallback
-        ptx_build = ptx_builds[index] if gpu else None
+        # [1]'s build of the plug-in (none where [1] was skipped)
+        ptx_build = ptx_builds[index] if ptx_builds else None
         builds.append(check(build, plugin.reference, gpu, ptx_build))
     return builds
 
@@ -252,8 +252,9 @@ def set_parameters(arch: str, library_ltoir, gpu) -> Build:
 
 
 def write_parameters(cubin: ObjectCode, name: str, values, stream) -> None:
-    """The float32s `values` into the linked code's variable `name`, on
-    `stream`: launches after it on that stream read them. cuda.core
+    """A NumPy float32 array, `values`, into the linked code's variable
+    `name`, on a cuda.core `stream`: launches after it on that stream
+    read them. cuda.core
     looks up kernels, not variables: the driver's cuLibraryGetGlobal
     finds it (the current device's copy) in cubin.handle, a CUlibrary."""
     error, address, size = driver.cuLibraryGetGlobal(cubin.handle,

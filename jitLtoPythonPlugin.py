@@ -181,7 +181,7 @@ def main(argv=None) -> int:
         lto_builds = []
         for index, plugin in enumerate(plugins):
             build = link_python("lto", plugin, arch, library_ltoir, True)
-            ptx_build = ptx_builds[index] if gpu else None
+            ptx_build = ptx_builds[index] if ptx_builds else None
             lto_builds.append(check(build, plugin.reference, gpu, ptx_build))
     return finish([*ptx_builds, *lto_builds], gpu)
 

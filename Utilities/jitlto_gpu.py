@@ -67,12 +67,12 @@ def open_gpu(index: int, elements: int, compile_only=False):
     if compile_only:
         yield None
         return
+    device = usable_device(index)
     try:  # CuPy makes its cache folder (CUPY_CACHE_DIR, or ~/.cupy) as it is imported
         import cupy as cp
     except OSError as error:
         raise SampleError(f"CuPy cannot make its cache folder ({error}): set CUPY_CACHE_DIR "
                           "to a folder you can write") from None
-    device = usable_device(index)
     device.set_current()
     needed, free = 12 * elements + (1 << 30), cp.cuda.runtime.memGetInfo()[0]
     if needed > free:  # 3 float32 arrays, and 1 GiB to spare

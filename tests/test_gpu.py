@@ -215,6 +215,13 @@ def test_the_study_builds_every_way_verifies_each_and_records_its_payback(tmp_pa
     assert len(os.listdir(tmp_path / "out")) > 40
 
 
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="/proc/jitlto: Linux's")
+def test_with_a_home_nobody_can_write_a_run_names_cupy_cache_dir():
+    home = {"HOME": "/proc/jitlto", "CUPY_CACHE_DIR": ""}  # a folder nobody can make
+    assert_fails(run(env=home), 1, "CuPy cannot make its cache folder",
+                 "set CUPY_CACHE_DIR to a folder you can write")
+
+
 @pytest.mark.parametrize(("args", "phrase"), [
     (["--device", "99"], "--device 99 does not exist; the driver sees"),
     (["--elements", str(10**11)], "GiB of GPU memory;")])

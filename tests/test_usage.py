@@ -93,13 +93,13 @@ def test_without_a_gpu_a_run_from_the_sample_s_folder_is_waived_with_exit_77(scr
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason=f"{UNWRITABLE}: Linux's")
 @pytest.mark.parametrize("script", [LESSON, STUDY, PYTHON])
-def test_with_a_home_nobody_can_write_help_works_and_a_run_names_cupy_cache_dir(script):
+def test_with_a_home_nobody_can_write_help_and_compile_only_work(script):
     if script == PYTHON and NUMBA_PROBLEM:
         pytest.skip(NUMBA_PROBLEM)
     home = {"HOME": UNWRITABLE, "CUPY_CACHE_DIR": ""}  # CuPy's cache: ~/.cupy
     assert run("--help", script=script, env=home).returncode == 0
-    assert_fails(run(script=script, env=home), 1, "CuPy cannot make its cache folder",
-                 "set CUPY_CACHE_DIR to a folder you can write")
+    if script != STUDY:  # no CuPy without a GPU: a GPU test runs the rest
+        assert run(*BUILD, script=script, env=home).returncode == 0
 
 
 def first_on_path(folder) -> dict:  # its modules first, before the machine's own
