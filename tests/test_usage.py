@@ -106,10 +106,12 @@ def first_on_path(folder) -> dict:  # its modules first, before the machine's ow
     return {"PYTHONPATH": os.pathsep.join([str(folder), os.environ.get("PYTHONPATH", "")])}
 
 
-@pytest.mark.parametrize(("script", "module"), [(LESSON, "numpy"), (LESSON, "cupy"),
-                                                (STUDY, "cupy")])
+@pytest.mark.parametrize(("script", "module"), [(LESSON, "numpy"), (STUDY, "numpy"),
+                                                (LESSON, "cupy")])
 def test_a_missing_package_is_one_line_with_the_install_command_from_anywhere(tmp_path,
                                                                              script, module):
+    if module == "cupy" and GPU_PROBLEM:
+        pytest.skip(f"CuPy is imported once a GPU is found: {GPU_PROBLEM}")
     (tmp_path / f"{module}.py").write_text(f"raise ImportError(\"No module named '{module}'\")\n")
     result = run(*["--device", "0"], script=script, cwd=tmp_path, env=first_on_path(tmp_path))
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
