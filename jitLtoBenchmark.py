@@ -96,8 +96,8 @@ extern "C" __device__ float (*library_user_transform_pointer)(float) = user_tran
 
 # The default formula as CuPy's ElementwiseKernel: what a user would
 # otherwise write
-CUPY_DEFAULT_TRANSFORM = ("float32 x", "float32 y", "const float t = x * x + 3.0f * x - 1.0f; "
-                          "y = t > 0.0f ? t : 0.0f;")
+CUPY_DEFAULT_TRANSFORM = ("float32 x", "float32 y",
+                          "const float t = x * x + 3.0f * x - 1.0f; y = t > 0.0f ? t : 0.0f;")
 
 
 @dataclass
@@ -323,8 +323,8 @@ def parse_args(argv=None):
     folder, name = os.path.split(args.json or "")
     if args.json not in (None, "-") and (not name or os.path.lexists(args.json)
                                          or not os.access(folder or ".", os.W_OK)):
-        parser.error(f"--json {args.json!r}: name a new file, in a folder that exists and "
-                     "you can write")
+        parser.error(f"--json {args.json!r}: name a new file, in a folder that exists "
+                     "and you can write")
     return args
 
 
