@@ -97,7 +97,8 @@ extern "C" __device__ float (*library_user_transform_pointer)(float) = user_tran
 # The default formula as CuPy's ElementwiseKernel: what a user would
 # otherwise write
 CUPY_DEFAULT_TRANSFORM = ("float32 x", "float32 y",
-                          "const float t = x * x + 3.0f * x - 1.0f; y = t > 0.0f ? t : 0.0f;")
+                          "const float t = x * x + 3.0f * x - 1.0f; "
+                          "y = t > 0.0f ? t : 0.0f;")
 
 
 @dataclass
