@@ -108,7 +108,7 @@ class Library:
     name: str  # "map", "quadrature": its builds' labels start with it
     kernel: str
     source: str  # the contract, or the pointer switch, goes in front
-    check: object  # check(gpu, reference): gpu.d_out, as it should be?
+    check: object  # check(gpu, reference): what it found of gpu.d_out
 
 
 @dataclass(eq=False)
