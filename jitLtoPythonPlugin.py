@@ -125,11 +125,10 @@ def numba_failure(plugin: Plugin, error: Exception) -> str:
             f"{type(error).__name__}: {words}{hint}")
 
 
-def link_python(how: str, plugin: Plugin, arch: str, library,
-                lto: bool) -> Build:
+def link_python(plugin: Plugin, arch: str, library, lto: bool) -> Build:
     """The plug-in compiled by numba-cuda, then linked with the library's
     by the lesson's link_lto or link_ptx: each timed."""
-    label = f"{how} {plugin.label}"
+    label = f"{'lto' if lto else 'ptx'} {plugin.label}"
     start = time.perf_counter()
     code = compile_python(plugin, arch, lto)
     compile_ms = elapsed_ms(start)
@@ -175,12 +174,12 @@ def main(argv=None) -> int:
         else:
             library_ptx = compile_ptx(LIBRARY_SOURCE, arch)
             for plugin in plugins:
-                build = link_python("ptx", plugin, arch, library_ptx, False)
+                build = link_python(plugin, arch, library_ptx, False)
                 ptx_builds.append(check(build, plugin.reference, gpu))
         print("\n[2] LTO linking (link-time optimization)")
         lto_builds = []
         for index, plugin in enumerate(plugins):
-            build = link_python("lto", plugin, arch, library_ltoir, True)
+            build = link_python(plugin, arch, library_ltoir, True)
             ptx_build = ptx_builds[index] if ptx_builds else None
             lto_builds.append(check(build, plugin.reference, gpu, ptx_build))
     return finish([*ptx_builds, *lto_builds], gpu)
