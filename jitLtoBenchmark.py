@@ -27,9 +27,8 @@ from jitLtoLinking import (DEFAULT_PLUGIN, PLUGIN_CONTRACT, command_line,
 
 import numpy as np
 from cuda.core import ObjectCode, Program, ProgramOptions
-from jitlto_build import (CUDA_HEADERS, Build, Plugin, SampleError, emit_builds,
-                          new_folder, print_report, read_plugin, run_command,
-                          tool_output)
+from jitlto_build import (Build, Plugin, SampleError, emit_builds, new_folder,
+                          print_report, read_plugin, run_command, tool_output)
 from jitlto_gpu import compare, open_gpu, poison
 
 # The map: the lesson's contract written for speed. It moves 8 bytes per
@@ -134,7 +133,7 @@ def every_build(library: Library, plugin: Plugin, arch: str) -> list[Row]:
             code = compile_python(plugin, arch, lto)
         else:
             compile = compile_ltoir if lto else compile_ptx
-            code = compile(plugin.source, arch, plugin.name, CUDA_HEADERS)
+            code = compile(plugin.source, arch, plugin.name, plugin.include_path)
         compiled[lto] = code, elapsed_ms(start)
 
     def built(how: str, library_code, lto: bool) -> Row:
@@ -158,7 +157,8 @@ def every_build(library: Library, plugin: Plugin, arch: str) -> list[Row]:
             built("pointer LTO", compile_ltoir(pointer_source, arch, pointer_name), True)]
     if not callable(plugin.source):  # C++: library and plug-in as one source
         start = time.perf_counter()
-        options = ProgramOptions(arch=arch, name=plugin.name, include_path=CUDA_HEADERS)
+        options = ProgramOptions(arch=arch, name=plugin.name,
+                                 include_path=plugin.include_path)
         cubin = Program(source + plugin.source, "c++", options).compile("cubin")
         compile_ms = elapsed_ms(start)
         rows.append(Row(f"{library.name} whole program {plugin.label}".strip(), arch,

@@ -38,10 +38,9 @@ try:
     from cuda.bindings import driver
     from cuda.core import (LaunchConfig, Linker, LinkerOptions,
                            ObjectCode, Program, ProgramOptions, launch)
-    from jitlto_build import (CUDA_HEADERS, Build, Plugin, emit_builds,
-                              gpu_arch, new_folder, print_report,
-                              read_library, read_plugin, run_command,
-                              tool_output)
+    from jitlto_build import (Build, Plugin, emit_builds, gpu_arch,
+                              new_folder, print_report, read_library,
+                              read_plugin, run_command, tool_output)
     from jitlto_gpu import compare, open_gpu, poison
 except ImportError as error:
     sys.exit(f"{error}: install what the sample needs with: python -m "
@@ -172,7 +171,7 @@ def ptx_linking(arch: str, plugins, gpu) -> list[Build]:
         with tool_output(label, plugin, library_ptx.name) as log:
             start = time.perf_counter()
             plugin_ptx = compile_ptx(plugin.source, arch, plugin.name,
-                                     CUDA_HEADERS, log)
+                                     plugin.include_path, log)
             compile_ms = elapsed_ms(start)
             start = time.perf_counter()
             cubin = link_ptx(arch, library_ptx, plugin_ptx)
@@ -194,7 +193,7 @@ def lto_linking(arch: str, library_ltoir, plugins, gpu,
         with tool_output(label, plugin, library_ltoir.name) as log:
             start = time.perf_counter()
             plugin_ltoir = compile_ltoir(plugin.source, arch, plugin.name,
-                                         CUDA_HEADERS, log)
+                                         plugin.include_path, log)
             compile_ms = elapsed_ms(start)
             start = time.perf_counter()
             cubin = link_lto(arch, library_ltoir, plugin_ltoir)

@@ -72,6 +72,7 @@ class Plugin:
     source: object  # CUDA C++, the contract in front; or a Python function
     reference: object = None  # NumPy's function; None: the ptx build
     label: str = ""  # yours: its file as you typed it, in the report
+    include_path: list | None = None  # where its #include <...> are: CUDA's headers
 
 
 def read_plugin(path: str, contract: str) -> Plugin:
@@ -85,7 +86,8 @@ def read_plugin(path: str, contract: str) -> Plugin:
             text = file.read()
     except OSError as error:
         raise SampleError(f"--plugin {path!r}: cannot be read ({error.strerror})", 2) from None
-    return Plugin(path, f'{contract}#line 1 "{path}"\n{text}', label=path)
+    return Plugin(path, f'{contract}#line 1 "{path}"\n{text}', label=path,
+                  include_path=CUDA_HEADERS)
 
 
 def read_library(path: str, arch: str, plugin_source: str) -> ObjectCode:
