@@ -248,10 +248,10 @@ def set_parameters(arch: str, library_ltoir, gpu) -> Build:
 
 def write_parameters(cubin: ObjectCode, name: str, values, stream) -> None:
     """A NumPy float32 array, `values`, into the linked code's variable
-    `name`, on a cuda.core `stream`: launches after it on that stream
-    read them. cuda.core
-    looks up kernels, not variables: the driver's cuLibraryGetGlobal
-    finds it (the current device's copy) in cubin.handle, a CUlibrary."""
+    `name`, on a cuda.core `stream`: later launches on it read them.
+    cuda.core looks up kernels, not variables: the driver's
+    cuLibraryGetGlobal finds it (the current device's copy) in
+    cubin.handle, a CUlibrary."""
     error, address, size = driver.cuLibraryGetGlobal(cubin.handle,
                                                      name.encode())
     if error or size != values.nbytes:

@@ -1,7 +1,6 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Copyright (c) 2026, the jitLtoLinking authors
-"""What the tests share: the scripts imported (the lesson puts Utilities on sys.path) or
-run as a user runs them; GPU tests skip with the reason where there is no GPU."""
+"""The scripts imported (the lesson puts Utilities on sys.path) or run as a user runs them."""
 
 import importlib
 import os
@@ -16,7 +15,10 @@ from cuda.core import Device, ObjectCode
 ROOT = Path(__file__).resolve().parent.parent
 FAILING = Path(__file__).resolve().parent / "plugins"  # plug-ins that fail, on purpose
 EXAMPLES = sorted(str(path) for path in (ROOT / "plugins").glob("*.cu"))
+HALF = ("from numba import cuda\n\n\n@cuda.jit(device=True)  # no CPU build\ndef half(x):\n"
+        "    return x * 0.5\n\n\ndef user_transform(x):\n    return half(x)\n")
 ARCHS = [f"sm_{number}" for number in nvrtc.nvrtcGetSupportedArchs()[1]]
+BUILD = ["--compile-only", "--arch", "sm_90"]
 sys.path.insert(0, str(ROOT))
 sample = importlib.import_module("jitLtoLinking")
 study = importlib.import_module("jitLtoBenchmark")
@@ -40,7 +42,6 @@ def pytest_collection_modifyitems(config, items):
 
 
 def run(*args, script="jitLtoLinking.py", **options) -> subprocess.CompletedProcess:
-    """A script of the sample run as a user runs it; its text output."""
     return subprocess.run([sys.executable, str(ROOT / script), *map(str, args)],
                           capture_output=True, text=True, timeout=900,
                           env={**os.environ, "PYTHONUNBUFFERED": "1",
@@ -69,8 +70,7 @@ def shipped(tmp_path_factory) -> Path:
 
 
 def nvrtc_ptx(source: str, arch: str, name: str = "library.cu") -> ObjectCode:
-    """Relocatable PTX straight from NVRTC, which needs no driver (cuda.core asks the driver
-    its version before it compiles to PTX), for the lesson's link_ptx."""
+    """Relocatable PTX from NVRTC, which needs no driver (cuda.core asks it its version)."""
     options = [f"--gpu-architecture=compute_{arch.removeprefix('sm_')}".encode(), b"-rdc=true"]
     _, program = nvrtc.nvrtcCreateProgram(source.encode(), name.encode(), 0, [], [])
     assert nvrtc.nvrtcCompileProgram(program, len(options), options)[0] == 0, name

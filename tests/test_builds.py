@@ -1,27 +1,26 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Copyright (c) 2026, the jitLtoLinking authors
-"""Builds on the CPU, for every architecture NVRTC lists (LTO-IR compiles and links
-without a GPU or a driver): the lesson's steps, the example plug-ins, a library shipped
-as sm_75 LTO-IR, the Python script, the study's kernels, and what the report reads off
-each build. No GPU needed."""
+"""Builds for every arch NVRTC lists, and what is read off them: no GPU or driver needed."""
 
 import re
 import tomllib
 
 import numpy as np
 import pytest
-from conftest import (ARCHS, EXAMPLES, FAILING, ROOT, assert_fails, nvrtc_ptx, report, run,
-                      sample, study)
+from conftest import (ARCHS, BUILD, EXAMPLES, FAILING, ROOT, assert_fails, nvrtc_ptx, report,
+                      run, sample, study)
 from cuda.core import Linker, LinkerOptions
-from jitlto_build import lto_ptx, read_cubin, read_plugin
+from jitlto_build import read_cubin, read_plugin
 
 INLINED = "user_transform inlined (0 calls left)"
 DEFINE = 'extern "C" __device__ float user_transform(float x) '
 
 
-@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("arch", [*ARCHS, "sm_90a", "sm_100a", "sm_100f", "sm_120f"])
 def test_every_arch_builds_the_default_run_and_a_shipped_library_with_each_example_inlined(
         arch, shipped, capsys):
+    if arch.rstrip("af") not in ARCHS:  # an arch's forms for one GPU (a) or one family (f)
+        pytest.skip(f"this NVRTC does not build for {arch.rstrip('af')}")
     assert sample.main(["--compile-only", "--arch", arch]) == 0
     out = capsys.readouterr().out
     assert [line for line in out.splitlines() if line.startswith("[")] == [
@@ -41,21 +40,26 @@ def test_every_arch_builds_the_default_run_and_a_shipped_library_with_each_examp
 
 
 @pytest.mark.parametrize("arch", ARCHS)
-def test_every_arch_s_ptx_link_keeps_the_call_and_lto_inlines_it_in_every_kernel(arch):
+def test_every_arch_s_ptx_keeps_the_call_lto_inlines_each_example_registers_read_as_logged(arch):
     plugin = sample.DEFAULT_PLUGIN_SOURCE
-    for source, kernel in [(sample.LIBRARY_SOURCE, "apply_transform"),
-                           (sample.PLUGIN_CONTRACT + study.MAP.source, "apply_transform"),
-                           (sample.PLUGIN_CONTRACT + study.QUADRATURE.source,
-                            "integrate_transform")]:
+    plugins = [read_plugin(path, sample.PLUGIN_CONTRACT) for path in EXAMPLES]
+    examples = [sample.compile_ltoir(p.source, arch, p.name, p.include_path) for p in plugins]
+    for source, kernel in [(sample.LIBRARY_SOURCE, "apply_transform")] + [
+            (sample.PLUGIN_CONTRACT + library.source, library.kernel)
+            for library in (study.MAP, study.QUADRATURE)]:
         cubin = sample.link_ptx(arch, nvrtc_ptx(source, arch), nvrtc_ptx(plugin, arch, "p.cu"))
         ptx = sample.Build("ptx", arch, cubin, kernel=kernel)
         assert ptx.calls >= 1 and ptx.user_transform.startswith("still a call ("), (arch, kernel)
         if source is sample.LIBRARY_SOURCE:  # the original's loop: one call site
             assert ptx.user_transform == "still a call (1 call site)", arch
-        cubin = sample.link_lto(arch, sample.compile_ltoir(source, arch),
-                                sample.compile_ltoir(plugin, arch, "p.cu"))
-        lto = sample.Build("lto", arch, cubin, kernel=kernel)
-        assert lto.user_transform == INLINED.removeprefix("user_transform "), (arch, kernel)
+        library = sample.compile_ltoir(source, arch)
+        for path, example in zip(EXAMPLES, examples, strict=True):  # in every kernel
+            linker = Linker(library, example, options=LinkerOptions(
+                arch=arch, link_time_optimization=True, verbose=True, no_cache=True))
+            lto = sample.Build("lto", arch, linker.link("cubin"), kernel=kernel)
+            logged = re.findall(r"Used (\d+) registers", linker.get_info_log())
+            assert lto.user_transform == INLINED.removeprefix("user_transform "), (kernel, path)
+            assert [lto.registers] == list(map(int, logged)), (kernel, path)  # nvJitLink's
 
 
 @pytest.mark.numba
@@ -66,53 +70,6 @@ def test_every_arch_builds_the_python_script_s_default_plugin_inlined(arch, caps
     assert jitLtoPythonPlugin.main(["--compile-only", "--arch", arch]) == 0
     [line] = [line for line in capsys.readouterr().out.splitlines() if "] compile " in line]
     assert line.startswith("  [lto ") and "default.py] " in line and line.endswith(INLINED)
-
-
-@pytest.mark.parametrize("arch", ["sm_90a", "sm_100a", "sm_100f", "sm_120f"])
-def test_the_forms_of_an_arch_for_one_gpu_or_one_family_build(arch, capsys):
-    if arch.rstrip("af") not in ARCHS:
-        pytest.skip(f"this NVRTC does not build for {arch.rstrip('af')}")
-    assert sample.main(["--compile-only", "--arch", arch]) == 0
-    assert report(capsys.readouterr().out, "lto")[0].endswith(INLINED)
-
-
-def test_the_registers_read_off_the_cubin_are_those_nvjitlink_logs():
-    library = sample.compile_ltoir(sample.LIBRARY_SOURCE, "sm_90")
-    plugin = sample.compile_ltoir(sample.DEFAULT_PLUGIN_SOURCE, "sm_90", "p.cu")
-    options = LinkerOptions(arch="sm_90", link_time_optimization=True, verbose=True,
-                            no_cache=True)
-    linker = Linker(library, plugin, options=options)
-    _, calls, registers = read_cubin(bytes(linker.link("cubin").code), "apply_transform")
-    logged = re.findall(r"Used (\d+) registers", linker.get_info_log())
-    assert calls == 0 and registers == int(logged[-1])
-
-
-@pytest.mark.parametrize("library", [study.MAP, study.QUADRATURE], ids=lambda lib: lib.name)
-def test_lto_inlines_each_example_plugin_into_both_study_kernels(library):
-    library_ltoir = sample.compile_ltoir(sample.PLUGIN_CONTRACT + library.source, "sm_90")
-    for path in EXAMPLES:
-        plugin = sample.compile_ltoir(read_plugin(path, sample.PLUGIN_CONTRACT).source, "sm_90",
-                                      path, sample.CUDA_HEADERS)
-        cubin = sample.link_lto("sm_90", library_ltoir, plugin)
-        build = sample.Build("lto", "sm_90", cubin, kernel=library.kernel)
-        assert build.user_transform == INLINED[len("user_transform "):], path
-
-
-def test_a_plugin_lto_cannot_inline_is_still_a_function(tmp_path, capsys):
-    (tmp_path / "recursive.cu").write_text(
-        DEFINE + "{ return x > 1.0f ? 1.0f + user_transform(0.5f * x) : x; }\n")
-    assert sample.main(["--compile-only", "--arch", "sm_90", "--plugin",
-                        str(tmp_path / "recursive.cu")]) == 0
-    assert report(capsys.readouterr().out, f"lto {tmp_path / 'recursive.cu'}")[0].endswith(
-        "user_transform still a function the kernel calls")
-
-
-def test_step_4_s_coefficients_stay_loads_from_constant_memory_after_lto():
-    library = sample.compile_ltoir(sample.LIBRARY_SOURCE, "sm_90")
-    build = sample.set_parameters("sm_90", library, None)  # no GPU: nothing written
-    ptx = lto_ptx(build).code.decode()
-    loads = re.findall(r"ld\.const\.\w+\s+%\w+, \[coefficients(\+\d+)?\]", ptx)
-    assert sorted(loads) == ["", "+4", "+8"], "each read as the kernel runs: none folded"
 
 
 def test_the_numpy_references_are_the_plugins_formulas_in_float32():
@@ -127,8 +84,7 @@ def test_the_numpy_references_are_the_plugins_formulas_in_float32():
 
 
 LINK = ' and library.cu did not link:'
-COMPILE = (', after the library\'s extern "C" __device__ float user_transform(float x);, did not '
-           "compile:")
+COMPILE = f", after the library's {DEFINE.strip()};, did not compile:"
 CALLS = 'hint: the library calls extern "C" __device__ float user_transform(float x): a plug-in'
 FAILS = {  # a plug-in (tests/plugins/NAME, or the source given): what its run says
     "typo.cu": (None, [LINK, "'user_transform'", CALLS]),
@@ -147,11 +103,9 @@ FAILS = {  # a plug-in (tests/plugins/NAME, or the source given): what its run s
 @pytest.mark.parametrize("name", sorted(FAILS))
 def test_a_plugin_that_fails_is_one_message_naming_it_with_the_tool_s_words(tmp_path, name):
     source, phrases = FAILS[name]
-    path = FAILING / name
-    if source:
-        path = tmp_path / name
-        path.write_text(source)
-    result = run("--compile-only", "--arch", "sm_90", "--plugin", path)
+    path = tmp_path / name  # tests/plugins/NAME copied, or the source given
+    path.write_text(source or (FAILING / name).read_text())
+    result = run(*BUILD, "--plugin", path)
     assert_fails(result, 1, f" {path}] {path}{phrases[0]}", *phrases[1:])
     assert re.match(rf"jitLtoLinking.py: error: \[(ptx|lto) {re.escape(str(path))}\]",
                     result.stderr), result.stderr  # [1] first with a driver, else [2]
@@ -160,12 +114,16 @@ def test_a_plugin_that_fails_is_one_message_naming_it_with_the_tool_s_words(tmp_
     assert result.stderr.count("\nhint: ") == len(hints), "a hint only where it applies"
 
 
-def test_nvrtc_s_warnings_show_and_a_byte_order_mark_is_read_away(tmp_path):
+def test_a_plugin_s_warnings_show_past_a_bom_and_one_lto_cannot_inline_stays_a_function(tmp_path):
     (tmp_path / "bom.cu").write_bytes(b"\xef\xbb\xbf" + (DEFINE + "{\n  float unused = 1;\n"
                                                          "  return x;\n}\n").encode())
-    result = run("--compile-only", "--arch", "sm_90", "--plugin", tmp_path / "bom.cu")
+    (tmp_path / "recursive.cu").write_text(  # a plug-in LTO cannot inline
+        DEFINE + "{ return x > 1.0f ? 1.0f + user_transform(0.5f * x) : x; }\n")
+    result = run(*BUILD, "--plugin", tmp_path / "bom.cu", tmp_path / "recursive.cu")
     assert result.returncode == 0, result.stderr
     assert "bom.cu(2): warning" in result.stdout and "\0" not in result.stdout
+    assert report(result.stdout, f"lto {tmp_path / 'recursive.cu'}")[0].endswith(
+        "user_transform still a function the kernel calls")
 
 
 @pytest.mark.parametrize(("what", "said"), [
@@ -179,27 +137,25 @@ def test_lto_ir_that_is_not_the_library_s_is_refused_before_anything_is_built(tm
     library = tmp_path / "library.ltoir"
     arch = "sm_100" if what == "newer" else "sm_90"
     library.write_bytes(bytes(sample.compile_ltoir(sources[what], arch).code))
-    result = run("--compile-only", "--arch", "sm_90", "--library", library)
+    result = run(*BUILD, "--library", library)
     assert_fails(result, 2, f"--library {library}: not the library's LTO-IR", said)
     assert result.stderr.count("hint") == (what == "newer") and "[1]" not in result.stdout
 
 
 def test_emit_writes_each_build_s_code_as_new_files_named_for_it(tmp_path, shipped):
-    out = tmp_path / "out"
-    assert sample.main(["--compile-only", "--arch", "sm_90", "--library", str(shipped),
-                        "--plugin", EXAMPLES[0], "--emit", str(out)]) == 0
+    assert sample.main([*BUILD, "--library", str(shipped), "--plugin", EXAMPLES[0],
+                        "--emit", str(tmp_path)]) == 0  # an empty folder that exists
     label = f"lto {EXAMPLES[0]}".replace("/", "_")
-    names = {path.name for path in out.iterdir()}
+    names = {path.name for path in tmp_path.iterdir()}
     assert {f"{label}.cubin", f"{label}.plugin.ltoir", f"{label}.linked.ptx", "swap.cubin",
             "parameters.linked.ptx"} <= names
-    assert (out / "swap.library.ltoir").read_bytes() == shipped.read_bytes()
-    ptx = (out / f"{label}.linked.ptx").read_bytes()
+    assert (tmp_path / "swap.library.ltoir").read_bytes() == shipped.read_bytes()
+    ptx = (tmp_path / f"{label}.linked.ptx").read_bytes()
     assert b".entry apply_transform" in ptx and b"user_transform" not in ptx and b"\0" not in ptx
-    (tmp_path / "lib").mkdir()
-    assert sample.main(["--compile-only", "--arch", "sm_90", "--emit", str(tmp_path / "lib")]) == 0
-    library = tmp_path / "lib" / "lto.library.ltoir"
-    assert library.read_bytes() == bytes(sample.compile_ltoir(sample.LIBRARY_SOURCE,
-                                                              "sm_90").code)
+    loads = re.findall(r"ld\.const\.\w+\s+%\w+, \[coefficients(\+\d+)?\]",
+                       (tmp_path / "parameters.linked.ptx").read_text())  # step 4's, after LTO
+    assert sorted(loads) == ["", "+4", "+8"], "each read as the kernel runs: none folded"
+    assert shipped.read_bytes() == bytes(sample.compile_ltoir(sample.LIBRARY_SOURCE, "sm_75").code)
 
 
 def test_the_readme_s_program_builds_for_sm_90_without_a_gpu_and_inlines_the_plugin():

@@ -1,7 +1,6 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Copyright (c) 2026, the jitLtoLinking authors
-"""The lesson, the Python script and the study end to end on GPU 0, the launch and the
-checks themselves (skipped, with the reason, where there is no GPU)."""
+"""The lesson, the Python script and the study end to end on GPU 0, the launch and the checks."""
 
 import gc
 import json
@@ -14,13 +13,10 @@ import cupy as cp
 import jitlto_gpu
 import numpy as np
 import pytest
-from conftest import EXAMPLES, FAILING, ROOT, assert_fails, report, run, sample, study
-from cuda.core import Device
+from conftest import EXAMPLES, FAILING, HALF, ROOT, assert_fails, report, run, sample, study
 
 pytestmark = pytest.mark.gpu
-ORIGINAL_LINES = ["[1] PTX linking (no LTO)", "  [ptx] result verified against NumPy reference",
-                  "[2] LTO linking (link-time optimization)",
-                  "  [lto] result verified against NumPy reference",
+ORIGINAL_LINES = ["[1] PTX linking (no LTO)", "[2] LTO linking (link-time optimization)",
                   "Both PTX and LTO linked kernels produced matching results. Done"]
 
 
@@ -31,7 +27,7 @@ def test_the_default_run_prints_the_original_lines_and_verifies_every_step():
     lines = result.stdout.splitlines()
     assert lines[0].startswith("Device: ") and lines[1].startswith("Compute Capability: ")
     assert all(line in lines for line in ORIGINAL_LINES) and lines[-1] == ORIGINAL_LINES[-1]
-    for label in ("ptx", "lto", "swap", "parameters"):
+    for label in ("ptx", "lto", "swap", "parameters"):  # the original's "verified" lines too
         assert f"  [{label}] 65,536 elements checked, largest error " in result.stdout
         assert f"  [{label}] result verified against NumPy reference" in lines
     assert "user_transform still a call (" in report(result.stdout, "ptx")[0]
@@ -40,16 +36,15 @@ def test_the_default_run_prints_the_original_lines_and_verifies_every_step():
 
 
 @pytest.mark.parametrize("elements", [1, 3, 255, 256, 257, 65536, 2**20 + 3])
-def test_every_size_verifies_in_every_step(elements, capsys):
-    assert sample.main(["--elements", str(elements)]) == 0
-    out = capsys.readouterr().out
-    for label in ("ptx", "lto", "swap", "parameters"):
-        assert f"  [{label}] {elements:,} elements checked" in out
-
-
-@pytest.fixture(scope="module")
-def arch() -> str:
-    return f"sm_{Device(0).arch}"
+def test_every_size_verifies_in_every_step_twice_leaving_no_device_memory(elements, capsys):
+    for _ in range(2):  # main() twice in one process
+        assert sample.main(["--elements", str(elements)]) == 0
+        out = capsys.readouterr().out
+        for label in ("ptx", "lto", "swap", "parameters"):
+            assert f"  [{label}] {elements:,} elements checked" in out
+        gc.collect()
+        pool = cp.get_default_memory_pool()
+        assert pool.used_bytes() == 0 and pool.total_bytes() == 0
 
 
 @pytest.fixture
@@ -59,12 +54,13 @@ def gpu():
         yield opened
 
 
-def lto_launch(plugin, arch, library_source=sample.LIBRARY_SOURCE, kernel="apply_transform",
-               launch=sample.launch_transform):
-    """The plug-in linked by LTO into a library: its kernel's launch(stream, d_in, d_out)."""
-    library = sample.compile_ltoir(library_source, arch)
-    cubin = sample.link_lto(arch, library, sample.compile_ltoir(plugin.source, arch))
-    return partial(launch, cubin.get_kernel(kernel))
+def lto_launch(plugin, gpu, library=None, launch=sample.launch_transform):
+    """The plug-in linked by LTO into the lesson's library, or a study's: its kernel's launch."""
+    source = sample.PLUGIN_CONTRACT + library.source if library else sample.LIBRARY_SOURCE
+    arch = f"sm_{gpu.device.arch}"
+    cubin = sample.link_lto(arch, sample.compile_ltoir(source, arch),
+                            sample.compile_ltoir(plugin.source, arch))
+    return partial(launch, cubin.get_kernel(library.kernel if library else "apply_transform"))
 
 
 def launched(gpu, launch, out=None):
@@ -76,18 +72,13 @@ def launched(gpu, launch, out=None):
     return out
 
 
-@pytest.mark.parametrize("offsets", [(1, 1), (3, 3), (1, 2), (0, 3)])
+@pytest.mark.parametrize(("a", "b"), [(1, 1), (3, 3), (1, 2), (0, 3)])  # in's, out's first float
 @pytest.mark.parametrize("elements", [1, 5, 1001, 65536 + 3])
-def test_the_study_s_map_is_right_for_views_not_aligned_to_16_bytes(gpu, arch, offsets,
-                                                                    elements):
-    a, b = offsets  # in and out start a and b floats into their allocations
-    jitlto_gpu.poison(gpu.d_out, gpu.stream)
+def test_the_study_s_map_is_right_for_views_not_aligned_to_16_bytes(gpu, a, b, elements):
+    jitlto_gpu.poison(gpu.d_out, gpu.stream)  # around the view too
     view = replace(gpu, x=gpu.x[a:a + elements], d_in=gpu.d_in[a:a + elements],
                    d_out=gpu.d_out[b:b + elements], d_expected=gpu.d_expected[:elements])
-    launch = lto_launch(sample.DEFAULT_PLUGIN, arch, sample.PLUGIN_CONTRACT + study.MAP_KERNEL,
-                        launch=study.launch_study)
-    launch(view.stream, view.d_in, view.d_out)
-    view.stream.sync()
+    launched(view, lto_launch(sample.DEFAULT_PLUGIN, gpu, study.MAP, study.launch_study))
     found = study.check_map(view, sample.DEFAULT_PLUGIN.reference)
     assert found.bad == 0 and found.checked == elements, found
     around = np.concatenate([gpu.d_out[:b].get(), gpu.d_out[b + elements:b + elements + 16].get()])
@@ -95,14 +86,14 @@ def test_the_study_s_map_is_right_for_views_not_aligned_to_16_bytes(gpu, arch, o
 
 
 @pytest.mark.parametrize("grid", [1, 3, 7])
-def test_small_grids_cover_every_element_through_the_grid_stride_loop(gpu, arch, grid):
-    launched(gpu, partial(lto_launch(sample.DEFAULT_PLUGIN, arch), grid=grid))
+def test_small_grids_cover_every_element_through_the_grid_stride_loop(gpu, grid):
+    launched(gpu, partial(lto_launch(sample.DEFAULT_PLUGIN, gpu), grid=grid))
     found = jitlto_gpu.compare(gpu.d_out, gpu.x, sample.DEFAULT_PLUGIN.reference)
     assert found.bad == 0 and found.checked == 300_001, found
 
 
-def test_the_comparison_finds_unwritten_and_wrong_elements_and_another_build_s(gpu, arch):
-    launch = lto_launch(sample.DEFAULT_PLUGIN, arch)
+def test_the_comparison_finds_unwritten_and_wrong_elements_and_another_build_s(gpu):
+    launch = lto_launch(sample.DEFAULT_PLUGIN, gpu)
     reference = sample.DEFAULT_PLUGIN.reference
     launched(gpu, lambda stream, d_in, d_out: launch(stream, d_in[:-5], d_out[:-5]))
     found = jitlto_gpu.compare(gpu.d_out, gpu.x, reference)  # 5 never written
@@ -114,18 +105,15 @@ def test_the_comparison_finds_unwritten_and_wrong_elements_and_another_build_s(g
     found = jitlto_gpu.compare(gpu.d_out, gpu.x, reference)
     assert (found.bad, found.first_bad) == (2, 1234)
     assert found.largest_error == pytest.approx(1.0, rel=1e-3)
-    launched(gpu, lto_launch(sample.SWAP_PLUGIN, arch))  # another formula's output
+    launched(gpu, lto_launch(sample.SWAP_PLUGIN, gpu))  # another formula's output
     found = jitlto_gpu.compare(gpu.d_out, gpu.x, None, launched(gpu, launch, gpu.d_expected))
     assert found.bad > 0 and found.against.startswith("cross-checked against the ptx build")
 
 
-def test_the_quadrature_check_holds_each_sum_to_its_bound_and_finds_an_unwritten_one(gpu,
-                                                                                    arch):
-    launch = lto_launch(sample.SWAP_PLUGIN, arch, sample.PLUGIN_CONTRACT + study.QUADRATURE_KERNEL,
-                        "integrate_transform")  # sums that cancel
+def test_the_quadrature_check_holds_each_sum_to_its_bound_and_finds_an_unwritten_one(gpu):
+    launch = lto_launch(sample.SWAP_PLUGIN, gpu, study.QUADRATURE)  # sums that cancel
     n = 100_000
-    on = replace(gpu, x=gpu.x[:n], d_in=gpu.d_in[:n], d_out=gpu.d_out[:n],
-                 d_expected=gpu.d_expected[:n])
+    on = replace(gpu, **{k: getattr(gpu, k)[:n] for k in ("x", "d_in", "d_out", "d_expected")})
     launched(on, launch, on.d_expected)  # the ptx build's output, as the study keeps it
     launched(on, launch)
     found = study.check_integral(on, sample.SWAP_PLUGIN.reference)
@@ -141,7 +129,8 @@ def test_the_quadrature_check_holds_each_sum_to_its_bound_and_finds_an_unwritten
 
 
 @pytest.mark.smoke
-def test_step_4_s_new_values_verify_without_a_compile_or_a_link(gpu, arch, monkeypatch):
+def test_step_4_s_new_values_verify_without_a_compile_or_a_link(gpu, monkeypatch):
+    arch = f"sm_{gpu.device.arch}"
     library_ltoir = sample.compile_ltoir(sample.LIBRARY_SOURCE, arch)
     built = []  # every Program (a compile) and Linker (a link) the lesson makes
     for name in ("Program", "Linker"):
@@ -162,29 +151,20 @@ def test_step_4_s_new_values_verify_without_a_compile_or_a_link(gpu, arch, monke
     assert len(built) == 4, "a relink is a compile and a link, which the count sees"
 
 
-def test_a_plugin_without_a_reference_is_cross_checked_against_its_ptx_build():
-    plugin = FAILING / "math_constant_template.cu"
-    result = run("--plugin", plugin, *EXAMPLES[:1])
+@pytest.mark.parametrize(("script", "plugin", "verified"), [
+    pytest.param("jitLtoLinking.py", FAILING / "math_constant_template.cu", None, id="C++"),
+    pytest.param("jitLtoPythonPlugin.py", "half.py", ROOT / "plugins" / "default.py",
+                 marks=[pytest.mark.smoke, pytest.mark.numba], id="Python")])
+def test_a_plugin_verifies_against_its_numpy_reference_or_else_against_its_ptx_build(
+        tmp_path, script, plugin, verified):
+    (tmp_path / "half.py").write_text(HALF)
+    result = run("--plugin", verified or EXAMPLES[0], plugin, script=script, cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
+    if verified:  # a Python plug-in's: numba's CPU build of it
+        assert f"  [lto {verified}] result verified against NumPy reference" in result.stdout
     assert (f"  [ptx {plugin}] result written everywhere; no reference: later builds are "
             "checked against it") in result.stdout
     assert f"  [lto {plugin}] result cross-checked against the ptx build: they match" in (
-        result.stdout)
-
-
-@pytest.mark.smoke
-@pytest.mark.numba
-def test_python_plugins_verify_against_numba_s_cpu_build_or_their_ptx_build(tmp_path):
-    (tmp_path / "half.py").write_text(
-        "from numba import cuda\n\n\n@cuda.jit(device=True)  # no CPU build\ndef half(x):\n"
-        "    return x * 0.5\n\n\ndef user_transform(x):\n    return half(x)\n")
-    result = run("--plugin", ROOT / "plugins" / "default.py", "half.py",
-                 script="jitLtoPythonPlugin.py", cwd=tmp_path)
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert (f"  [lto {ROOT / 'plugins' / 'default.py'}] result verified against NumPy "
-            "reference") in result.stdout
-    assert "  [ptx half.py] result written everywhere; no reference" in result.stdout
-    assert "  [lto half.py] result cross-checked against the ptx build: they match" in (
         result.stdout)
 
 
@@ -203,10 +183,9 @@ def test_the_study_builds_every_way_verifies_each_and_records_its_payback(tmp_pa
         for plugin in (EXAMPLES[1], ROOT / "plugins" / "default.py"):
             ptx = builds[f"{kernel} ptx {plugin}"]
             for how in ("ptx", "lto", "half-LTO", "pointer", "pointer LTO"):
-                row = builds[f"{kernel} {how} {plugin}"]
-                extra = row["build_ms"] - ptx["build_ms"]
-                saving = ptx["kernel_ms"] - row["kernel_ms"]
-                assert row["payback_launches"] == study.payback(extra, saving), row
+                row = builds[f"{kernel} {how} {plugin}"]  # build time extra, kernel time saved
+                assert row["payback_launches"] == study.payback(
+                    row["build_ms"] - ptx["build_ms"], ptx["kernel_ms"] - row["kernel_ms"]), row
             assert builds[f"{kernel} lto {plugin}"]["user_transform"] == "inlined (0 calls left)"
             assert builds[f"{kernel} half-LTO {plugin}"]["calls"] == ptx["calls"] > 0
     assert re.search(r"quadrature lto \S+ +[\d.]+ +0 ", result.stdout), result.stdout
@@ -215,30 +194,19 @@ def test_the_study_builds_every_way_verifies_each_and_records_its_payback(tmp_pa
     assert len(os.listdir(tmp_path / "out")) > 40
 
 
-@pytest.mark.skipif(not os.path.isdir("/proc"), reason="/proc/jitlto: Linux's")
-def test_with_a_home_nobody_can_write_a_run_names_cupy_cache_dir():
-    home = {"HOME": "/proc/jitlto", "CUPY_CACHE_DIR": ""}  # a folder nobody can make
-    assert_fails(run(env=home), 1, "CuPy cannot make its cache folder",
-                 "set CUPY_CACHE_DIR to a folder you can write")
+@pytest.mark.parametrize(("args", "env", "code", "phrases"), [
+    (["--device", "99"], {}, 2, ["--device 99 does not exist; the driver sees"]),
+    (["--elements", str(10**11)], {}, 2, ["GiB of GPU memory;"]),
+    pytest.param([], {"HOME": "/proc/jitlto", "CUPY_CACHE_DIR": ""}, 1, [  # nobody can make it
+        "CuPy cannot make its cache folder", "set CUPY_CACHE_DIR to a folder you can write"],
+        marks=pytest.mark.skipif(not os.path.isdir("/proc"), reason="/proc/jitlto: Linux's"))],
+    ids=["no such device", "too many elements", "a HOME CuPy cannot write"])
+def test_a_gpu_the_run_cannot_open_is_refused_saying_why(args, env, code, phrases):
+    assert_fails(run(*args, env=env), code, *phrases)
 
 
-@pytest.mark.parametrize(("args", "phrase"), [
-    (["--device", "99"], "--device 99 does not exist; the driver sees"),
-    (["--elements", str(10**11)], "GiB of GPU memory;")])
-def test_a_device_that_does_not_exist_or_too_many_elements_is_a_usage_error(args, phrase):
-    assert_fails(run(*args), 2, phrase)
-
-
-def test_main_twice_in_one_process_leaves_no_device_memory_behind(capsys):
-    for _ in range(2):
-        assert sample.main(["--elements", str(2**20)]) == 0
-        gc.collect()
-        pool = cp.get_default_memory_pool()
-        assert pool.used_bytes() == 0 and pool.total_bytes() == 0
-
-
-def test_the_registers_read_off_the_cubin_are_the_kernel_s_own(arch):
-    Device(0).set_current()
+def test_the_registers_read_off_the_cubin_are_the_kernel_s_own(gpu):
+    arch = f"sm_{gpu.device.arch}"
     library_ltoir = sample.compile_ltoir(sample.LIBRARY_SOURCE, arch)
     [ptx] = sample.ptx_linking(arch, [sample.DEFAULT_PLUGIN], None)
     [lto] = sample.lto_linking(arch, library_ltoir, [sample.DEFAULT_PLUGIN], None, [])
@@ -252,8 +220,7 @@ def test_the_readme_s_shipping_commands_as_written_verify_on_this_gpu(tmp_path):
     [commands] = re.findall(r"```bash\n(.*?)```", section.split("\n## ", 1)[0], re.DOTALL)
     (tmp_path / "plugins").symlink_to(ROOT / "plugins")  # as from the sample's folder
     for command in commands.splitlines():
-        args = command.split("#")[0].split()[2:]  # after "python jitLtoLinking.py"
-        result = run(*args, cwd=tmp_path)
+        result = run(*command.split("#")[0].split()[2:], cwd=tmp_path)  # after the script
         assert result.returncode == 0, result.stdout + result.stderr
     for label in ("lto plugins/polynomial.cu", "swap", "parameters"):
         assert f"  [{label}] result " in result.stdout, result.stdout

@@ -1,8 +1,6 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Copyright (c) 2026, the jitLtoLinking authors
-"""What users type and meet, run as they run it: usage errors and inputs that cannot be used
-(refused before anything is built), a missing package, a HOME that cannot be written, no GPU,
-a closed pipe and Ctrl-C. No GPU needed."""
+"""What users type and meet, run as they run it, each refused or handled: no GPU needed."""
 
 import os
 import shutil
@@ -13,20 +11,19 @@ import threading
 
 import numpy as np
 import pytest
-from conftest import EXAMPLES, GPU_PROBLEM, NUMBA_PROBLEM, ROOT, assert_fails, run, sample
+from conftest import BUILD, EXAMPLES, GPU_PROBLEM, HALF, ROOT, assert_fails, run, sample
 
 LESSON, PYTHON, STUDY = "jitLtoLinking.py", "jitLtoPythonPlugin.py", "jitLtoBenchmark.py"
-BUILD = ["--compile-only", "--arch", "sm_90"]
 UNWRITABLE = "/proc/jitlto"  # a folder nobody can make, root included (Linux)
+SCRIPTS = [LESSON, STUDY, pytest.param(PYTHON, marks=pytest.mark.numba)]
 
 
 USAGE_ERRORS = [  # the script, what is typed, what it says
     (LESSON, ["--elements", "1.5"], "argument --elements: invalid int value: '1.5'"),
     (LESSON, [*BUILD, "--elements", "0"], "--elements 0: at least 1"),
     (LESSON, ["--arch", "sm_90"], "--compile-only and --arch go together"),
-    (LESSON, ["--compile-only", "--arch", "sm_91"], "argument --arch: sm_91: NVRTC builds for "
-                                                    "sm_75, "),
-    (LESSON, ["--compile-only", "--arch", "sm_75a"], "argument --arch: sm_75a: NVRTC builds"),
+    (LESSON, [*BUILD[:2], "sm_91"], "argument --arch: sm_91: NVRTC builds for sm_75, "),
+    (LESSON, [*BUILD[:2], "sm_75a"], "argument --arch: sm_75a: NVRTC builds"),
     (LESSON, [*BUILD, "--plugin", "nosuch.cu"], "--plugin 'nosuch.cu': cannot be read (No such"),
     (LESSON, [*BUILD, "--plugin", "mine.py"], "--plugin mine.py: is Python: run "
                                               "jitLtoPythonPlugin.py --plugin mine.py"),
@@ -60,7 +57,7 @@ USAGE_ERRORS = [  # the script, what is typed, what it says
 @pytest.mark.parametrize(("script", "args", "phrase"), [
     pytest.param(*error, marks=[pytest.mark.numba] * (error[0] == PYTHON))
     for error in USAGE_ERRORS])
-def test_a_usage_error_is_exit_2_and_one_line_before_anything_is_built(tmp_path, script,
+def test_a_usage_error_is_exit_2_and_one_line_before_anything_is_built(tmp_path, shipped, script,
                                                                        args, phrase):
     (tmp_path / "notes.txt").write_text("my notes\n")
     (tmp_path / "full").mkdir()
@@ -71,9 +68,7 @@ def test_a_usage_error_is_exit_2_and_one_line_before_anything_is_built(tmp_path,
     (tmp_path / "helpers.py").write_text("def twice(x):\n    return 2 * x\n")
     (tmp_path / "plain.py").write_text("def softplus(x):\n    return x\n\n\n"
                                        "def user_transform(x):\n    return softplus(x)\n")
-    library, plugin = (sample.compile_ltoir(source, "sm_90") for source in
-                       (sample.LIBRARY_SOURCE, sample.DEFAULT_PLUGIN_SOURCE))
-    (tmp_path / "lib.cubin").write_bytes(sample.link_lto("sm_90", library, plugin).code)
+    (tmp_path / "lib.cubin").write_bytes(shipped.with_name("lto.cubin").read_bytes())
     result = run(*args, script=script, cwd=tmp_path)
     assert_fails(result, 2, phrase)
     said = [line for line in result.stderr.splitlines() if not line.startswith(("usage:", " "))]
@@ -83,56 +78,40 @@ def test_a_usage_error_is_exit_2_and_one_line_before_anything_is_built(tmp_path,
 
 
 @pytest.mark.skipif(GPU_PROBLEM is None, reason="this machine has a GPU")
-@pytest.mark.parametrize("script", [LESSON, STUDY, PYTHON])
+@pytest.mark.parametrize("script", SCRIPTS)
 def test_without_a_gpu_a_run_from_the_sample_s_folder_is_waived_with_exit_77(script):
-    if script == PYTHON and NUMBA_PROBLEM:
-        pytest.skip(NUMBA_PROBLEM)
     assert_fails(run(script=script, cwd=ROOT), 77,
                  f"{script}: waived: no usable CUDA driver or GPU")
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason=f"{UNWRITABLE}: Linux's")
-@pytest.mark.parametrize("script", [LESSON, STUDY, PYTHON])
+@pytest.mark.parametrize("script", SCRIPTS)
 def test_with_a_home_nobody_can_write_help_and_compile_only_work(script):
-    if script == PYTHON and NUMBA_PROBLEM:
-        pytest.skip(NUMBA_PROBLEM)
     home = {"HOME": UNWRITABLE, "CUPY_CACHE_DIR": ""}  # CuPy's cache: ~/.cupy
     assert run("--help", script=script, env=home).returncode == 0
     if script != STUDY:  # no CuPy without a GPU: a GPU test runs the rest
         assert run(*BUILD, script=script, env=home).returncode == 0
 
 
-def first_on_path(folder) -> dict:  # its modules first, before the machine's own
-    return {"PYTHONPATH": os.pathsep.join([str(folder), os.environ.get("PYTHONPATH", "")])}
-
-
 @pytest.mark.parametrize(("script", "module"), [(LESSON, "numpy"), (STUDY, "numpy"),
-                                                (LESSON, "cupy")])
+                                                (LESSON, "cupy"), (PYTHON, "numba")])
 def test_a_missing_package_is_one_line_with_the_install_command_from_anywhere(tmp_path,
                                                                              script, module):
+    requirements = "requirements-python-plugins.txt" if module == "numba" else "requirements.txt"
     if module == "cupy" and GPU_PROBLEM:
         pytest.skip(f"CuPy is imported once a GPU is found: {GPU_PROBLEM}")
     (tmp_path / f"{module}.py").write_text(f"raise ImportError(\"No module named '{module}'\")\n")
-    result = run(*["--device", "0"], script=script, cwd=tmp_path, env=first_on_path(tmp_path))
-    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
-    assert f"No module named '{module}'" in result.stderr, result.stderr
-    assert f"pip install -r {ROOT / 'requirements.txt'}" in result.stderr
-
-
-def test_without_numba_cuda_the_python_script_says_what_to_install(tmp_path):
-    (tmp_path / "numba.py").write_text("raise ImportError('No module named numba')\n")
-    result = run(*BUILD, script=PYTHON, env=first_on_path(tmp_path))
-    assert result.returncode == 1 and len(result.stderr.splitlines()) == 1, result.stderr
-    assert str(ROOT / "requirements-python-plugins.txt") in result.stderr
+    first = os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])  # its modules first
+    result = run("--device", "0", script=script, cwd=tmp_path, env={"PYTHONPATH": first})
+    assert_fails(result, 1, f"No module named '{module}'", f"pip install -r {ROOT / requirements}")
+    assert len(result.stderr.splitlines()) == 1, result.stderr
 
 
 PYTHON_FAILS = {  # a plug-in numba-cuda cannot compile: what the run says
     "twice.py": ("def user_transform(x):\n    return (x, x)\n", ["twice.py", "line 2"]),
     "exp.py": ("import numpy as np\n\n\ndef user_transform(x):\n    return np.exp(x)\n",
                ["<ufunc 'exp'>", "hint: numba-cuda has no np.exp for the GPU: write math.exp"]),
-    "half.py": ("from numba import cuda\n\n\n@cuda.jit(device=True)\ndef half(x):\n    return x"
-                "\n\n\ndef user_transform(x):\n    return half(x)\n",
-                ['hint: without a CUDA driver, only @numba.njit(inline="always") helpers']),
+    "half.py": (HALF, ['hint: without a CUDA driver, only @numba.njit(inline="always") helpers']),
 }
 
 
@@ -158,8 +137,7 @@ def test_numba_cuda_older_than_numpy_is_named_with_the_install_command():
 
 def test_a_library_read_through_a_pipe_links(tmp_path, shipped):
     read, write = os.pipe()  # as the shell's <(cat lib.ltoir) hands it over
-    feed = threading.Thread(target=lambda: (os.write(write, shipped.read_bytes()),
-                                            os.close(write)))
+    feed = threading.Thread(target=lambda: (os.write(write, shipped.read_bytes()), os.close(write)))
     feed.start()
     result = run(*BUILD, "--library", f"/dev/fd/{read}", pass_fds=(read,))
     feed.join()
@@ -183,7 +161,7 @@ def test_a_library_the_user_cannot_read_is_one_line(tmp_path, shipped):
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="Ctrl-C is a console event on Windows")
-def test_ctrl_c_during_a_run_is_exit_130_and_one_line():
+def test_ctrl_c_during_a_run_is_exit_130_and_one_line_and_a_closed_pipe_ends_it_quietly():
     process = subprocess.Popen(
         [sys.executable, str(ROOT / LESSON), *BUILD, "--plugin", *EXAMPLES * 4],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -195,9 +173,6 @@ def test_ctrl_c_during_a_run_is_exit_130_and_one_line():
     process.send_signal(signal.SIGINT)  # 24 more builds to go
     _, err = process.communicate(timeout=300)
     assert process.returncode == 130 and err == "jitLtoLinking.py: interrupted\n", err
-
-
-def test_a_closed_pipe_ends_the_run_quietly():
     process = subprocess.Popen([sys.executable, str(ROOT / LESSON), *BUILD],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     process.stdout.close()  # | head, gone before the first line
