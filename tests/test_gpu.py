@@ -56,7 +56,7 @@ def gpu():
 
 def lto_launch(plugin, gpu, library=None, launch=sample.launch_transform):
     """The plug-in linked by LTO into the lesson's library, or a study's: its kernel's launch."""
-    source = sample.PLUGIN_CONTRACT + library.source if library else sample.LIBRARY_SOURCE
+    source = (sample.PLUGIN_CONTRACT + library.source) if library else sample.LIBRARY_SOURCE
     arch = f"sm_{gpu.device.arch}"
     cubin = sample.link_lto(arch, sample.compile_ltoir(source, arch),
                             sample.compile_ltoir(plugin.source, arch))
@@ -151,17 +151,17 @@ def test_step_4_s_new_values_verify_without_a_compile_or_a_link(gpu, monkeypatch
     assert len(built) == 4, "a relink is a compile and a link, which the count sees"
 
 
-@pytest.mark.parametrize(("script", "plugin", "verified"), [
-    pytest.param("jitLtoLinking.py", FAILING / "math_constant_template.cu", None, id="C++"),
-    pytest.param("jitLtoPythonPlugin.py", "half.py", ROOT / "plugins" / "default.py",
+@pytest.mark.parametrize(("script", "first", "plugin"), [  # plugin: no NumPy reference
+    pytest.param("jitLtoLinking.py", EXAMPLES[0], FAILING / "math_constant_template.cu", id="C++"),
+    pytest.param("jitLtoPythonPlugin.py", ROOT / "plugins" / "default.py", "half.py",
                  marks=[pytest.mark.smoke, pytest.mark.numba], id="Python")])
 def test_a_plugin_verifies_against_its_numpy_reference_or_else_against_its_ptx_build(
-        tmp_path, script, plugin, verified):
-    (tmp_path / "half.py").write_text(HALF)
-    result = run("--plugin", verified or EXAMPLES[0], plugin, script=script, cwd=tmp_path)
+        tmp_path, script, first, plugin):
+    (tmp_path / "half.py").write_text(HALF)  # second: [2] takes [1]'s second build
+    result = run("--plugin", first, plugin, script=script, cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
-    if verified:  # a Python plug-in's: numba's CPU build of it
-        assert f"  [lto {verified}] result verified against NumPy reference" in result.stdout
+    if script == "jitLtoPythonPlugin.py":  # numba's CPU build: default.py's reference
+        assert f"  [lto {first}] result verified against NumPy reference" in result.stdout
     assert (f"  [ptx {plugin}] result written everywhere; no reference: later builds are "
             "checked against it") in result.stdout
     assert f"  [lto {plugin}] result cross-checked against the ptx build: they match" in (
