@@ -210,18 +210,23 @@ def lto_linking(arch: str, library_ltoir, plugins, gpu,
     return builds
 
 
-def plugin_swap(arch: str, library_ltoir, gpu) -> Build:
-    """[3] The library's LTO-IR from [2] linked with another plug-in:
+def relink(label: str, arch: str, library_ltoir, plugin: Plugin) -> Build:
+    """[3], [4] The library's LTO-IR from [2] linked with another plug-in:
     only the plug-in is compiled."""
-    print("\n[3] Plug-in swap")
     start = time.perf_counter()
-    plugin_ltoir = compile_ltoir(SWAP_PLUGIN.source, arch, SWAP_PLUGIN.name)
+    plugin_ltoir = compile_ltoir(plugin.source, arch, plugin.name)
     compile_ms = elapsed_ms(start)
     start = time.perf_counter()
     cubin = link_lto(arch, library_ltoir, plugin_ltoir)
-    build = Build("swap", arch, cubin, library=library_ltoir,
-                  plugin=plugin_ltoir, compile_ms=compile_ms,
-                  link_ms=elapsed_ms(start))
+    return Build(label, arch, cubin, library=library_ltoir,
+                 plugin=plugin_ltoir, compile_ms=compile_ms,
+                 link_ms=elapsed_ms(start))
+
+
+def plugin_swap(arch: str, library_ltoir, gpu) -> Build:
+    """[3] [2]'s library with the swap plug-in."""
+    print("\n[3] Plug-in swap")
+    build = relink("swap", arch, library_ltoir, SWAP_PLUGIN)
     return check(build, SWAP_PLUGIN.reference, gpu)
 
 
@@ -229,21 +234,14 @@ def set_parameters(arch: str, library_ltoir, gpu) -> Build:
     """[4] The parameters plug-in linked once; new coefficients written
     into its linked code, launched and checked: no compile, no link."""
     print("\n[4] Parameters set at run time")
-    start = time.perf_counter()
-    plugin_ltoir = compile_ltoir(PARAMETERS_PLUGIN.source, arch,
-                                 PARAMETERS_PLUGIN.name)
-    compile_ms = elapsed_ms(start)
-    start = time.perf_counter()
-    cubin = link_lto(arch, library_ltoir, plugin_ltoir)
-    build = Build("parameters", arch, cubin, library=library_ltoir,
-                  plugin=plugin_ltoir, compile_ms=compile_ms,
-                  link_ms=elapsed_ms(start))
+    build = relink("parameters", arch, library_ltoir, PARAMETERS_PLUGIN)
     note = f"coefficients = {', '.join(map(str, NEW_COEFFICIENTS))}"
     if not gpu:
         return check(build, None, gpu, note=f"{note} not written (no GPU)")
-    cubin.get_kernel("apply_transform")  # loads it: the write timed alone
+    build.cubin.get_kernel("apply_transform")  # loaded: only the write timed
     start = time.perf_counter()
-    write_parameters(cubin, "coefficients", NEW_COEFFICIENTS, gpu.stream)
+    write_parameters(build.cubin, "coefficients", NEW_COEFFICIENTS,
+                     gpu.stream)
     gpu.stream.sync()
     note += (f" written into the linked code in {elapsed_ms(start):.2f} "
              "ms: no compile, no link")
