@@ -162,7 +162,7 @@ def ptx_linking(arch: str, plugins, gpu) -> list[Build]:
     """[1] Library and plug-ins compiled to PTX, then linked."""
     print("\n[1] PTX linking (no LTO)")
     try:
-        library_ptx = compile_ptx(LIBRARY_SOURCE, arch)  # once
+        library_ptx = compile_ptx(LIBRARY_SOURCE, arch)  # for every plug-in
     except RuntimeError as error:  # no driver: cuda.core asks it
         if gpu:
             raise
@@ -254,6 +254,7 @@ def write_parameters(cubin: ObjectCode, name: str, values, stream) -> None:
     cuda.core looks up kernels, not variables: the driver's
     cuLibraryGetGlobal finds it (the current device's copy) in
     cubin.handle, a CUlibrary."""
+    # cuda.bindings returns the CUresult first, then the values
     error, address, size = driver.cuLibraryGetGlobal(cubin.handle,
                                                      name.encode())
     if error or size != values.nbytes:
@@ -269,10 +270,11 @@ def write_parameters(cubin: ObjectCode, name: str, values, stream) -> None:
 def launch_transform(kernel, stream, d_in, d_out, grid=None) -> None:
     """A library kernel over d_in into d_out, on `stream`: a thread per
     element, or `grid` blocks (its grid-stride loop does the rest)."""
-    blocks = min(-(-d_out.size // 256), 2**31 - 1)  # rounded up
+    # Rounded up, within the grid's limit of 2^31 - 1 blocks
+    blocks = min(-(-d_out.size // 256), 2**31 - 1)
     config = LaunchConfig(grid=grid or blocks, block=256)
     launch(stream, config, kernel, d_in.data.ptr, d_out.data.ptr,
-           np.uint64(d_out.size))
+           np.uint64(d_out.size))  # the kernel's size_t n
 
 
 def check(build: Build, reference, gpu, ptx_build=None,
