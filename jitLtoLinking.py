@@ -159,7 +159,8 @@ def elapsed_ms(start: float) -> float:
 
 # ==== The steps: each plug-in compiled, linked and checked
 def ptx_linking(arch: str, plugins, gpu) -> list[Build]:
-    """[1] Library and plug-ins compiled to PTX, then linked."""
+    """[1] Library and plug-ins compiled to PTX, then linked. gpu, as in
+    every step: the stream and CuPy arrays main() opened (None: no GPU)."""
     print("\n[1] PTX linking (no LTO)")
     try:
         library_ptx = compile_ptx(LIBRARY_SOURCE, arch)  # for every plug-in
@@ -350,7 +351,8 @@ def main(argv=None) -> int:
     # gpu: the device, its stream and CuPy arrays; None with --compile-only
     with open_gpu(args.device, args.elements, args.compile_only) as gpu:
         arch = args.arch or f"sm_{gpu.device.arch}"
-        # [2] to [4]'s library LTO-IR: shipped as a file, or compiled
+        # [2] to [4]'s library LTO-IR: shipped as a file (linked once with
+        # the default plug-in as it is read, to refuse another), or compiled
         if args.library is not None:
             library_ltoir = read_library(args.library, arch,
                                          DEFAULT_PLUGIN.source)
